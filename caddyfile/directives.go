@@ -1,0 +1,30 @@
+// Package caddyfile registers edgekit's Caddyfile directives and their default
+// order in one place, so no user needs an `order` line. Each module package
+// parses its own tokens in its UnmarshalCaddyfile.
+package caddyfile
+
+import (
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+func init() {
+}
+
+// handlerModule is a middleware module that parses its own Caddyfile tokens.
+type handlerModule[T any] interface {
+	*T
+	caddyhttp.MiddlewareHandler
+	caddyfile.Unmarshaler
+}
+
+// parse adapts a module's UnmarshalCaddyfile to a directive; the matcher
+// token is consumed by RegisterHandlerDirective before this runs.
+func parse[T any, PT handlerModule[T]](h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	m := PT(new(T))
+	if err := m.UnmarshalCaddyfile(h.Dispenser); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
