@@ -66,7 +66,7 @@ type Set struct {
 	// Prefilter: a match can only start at i if (b[i], b[i+1]) is in pair,
 	// or, for the last byte available, if b[i] is in first.
 	first [256]bool
-	pair  [65536 / 64]uint64
+	pair  [65536]uint8 // indexed by b[i] | b[i+1]<<8
 }
 
 // Compile compiles rules into a Set. It refuses, naming the rule (1-based),
@@ -281,8 +281,7 @@ func (s *Set) buildPrefilter() {
 			for _, b1 := range members[c1] {
 				for b2 := range 256 {
 					if row[s.classes[b2]] {
-						x := uint(b1)<<8 | uint(b2)
-						s.pair[x>>6] |= 1 << (x & 63)
+						s.pair[uint16(b1)|uint16(b2)<<8] = 1
 					}
 				}
 			}

@@ -1,6 +1,9 @@
 package engine
 
-import "io"
+import (
+	"encoding/binary"
+	"io"
+)
 
 // Vars resolves a {name} placeholder of a replacement. A nil Vars, or ok
 // false, leaves "{name}" in the output as written. Values are inserted
@@ -16,13 +19,14 @@ type Stream struct {
 	vars Vars
 	err  error
 
-	active  Mask // rules taking part
-	all     bool // active holds every rule (use the Set's start states)
-	none    bool // no rule left: pass everything through
-	starts  [4]*state
-	matched Mask
-	scratch Mask
-	dropped int
+	active   Mask // rules taking part
+	all      bool // active holds every rule (use the Set's start states)
+	none     bool // no rule left: pass everything through
+	starts   [4]*state
+	matched  Mask
+	scratch  Mask
+	dropped  int
+	attempts int // match attempts the prefilter started (for benchmarks)
 
 	// hold[0] is the byte before the pending bytes hold[1:] (valid when
 	// prev >= 0). Pending bytes are those of a match attempt still running;
@@ -68,7 +72,7 @@ func (st *Stream) Reset(dst io.Writer, vars Vars) {
 	st.all, st.none = true, false
 	st.starts = [4]*state{}
 	clear(st.matched)
-	st.dropped = 0
+	st.dropped, st.attempts = 0, 0
 	st.hold = st.hold[:1]
 	st.prev = -1
 	st.running = false
@@ -188,6 +192,7 @@ func (st *Stream) process(buf []byte, start int, final bool) int {
 				break
 			}
 			st.running = true
+			st.attempts++
 			st.runPrev = prevClass(st.prevByte(buf, start, j))
 			st.runState = st.startState(st.runPrev)
 			st.runLen, st.bestLen = 0, -1
@@ -407,17 +412,24 @@ func (st *Stream) lookup(p part) []byte {
 }
 
 // candidate returns the first index >= i where a match may start, or
-// len(buf).
+// len(buf). It looks at eight bytes at a time: seven overlapping byte pairs,
+// each checked against the pair table, are tested with one branch.
 func (s *Set) candidate(buf []byte, i int, final bool) int {
-	n := len(buf)
-	for ; i+1 < n; i++ {
-		x := uint(buf[i])<<8 | uint(buf[i+1])
-		if s.pair[x>>6]&(1<<(x&63)) != 0 {
+	t := &s.pair
+	for ; i+8 <= len(buf); i += 7 {
+		w := binary.LittleEndian.Uint64(buf[i:])
+		if t[uint16(w)]|t[uint16(w>>8)]|t[uint16(w>>16)]|t[uint16(w>>24)]|
+			t[uint16(w>>32)]|t[uint16(w>>40)]|t[uint16(w>>48)] != 0 {
+			break
+		}
+	}
+	for ; i+1 < len(buf); i++ {
+		if t[uint16(buf[i])|uint16(buf[i+1])<<8] != 0 {
 			return i
 		}
 	}
-	if i < n && s.first[buf[i]] {
+	if i < len(buf) && s.first[buf[i]] {
 		return i
 	}
-	return n
+	return len(buf)
 }
