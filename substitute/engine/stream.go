@@ -1,0 +1,435 @@
+package engine
+
+import (
+	"encoding/binary"
+	"io"
+)
+
+// Vars resolves a {name} placeholder of a replacement. A nil Vars, or ok
+// false, leaves "{name}" in the output as written. Values are inserted
+// verbatim: a $ inside them is never expanded.
+type Vars func(name string) (value string, ok bool)
+
+// Stream substitutes one body. Write the body in chunks of any size; the
+// output is the same whatever the chunk boundaries. A Stream is not safe for
+// concurrent use; reuse it with Reset.
+type Stream struct {
+	set  *Set
+	dst  io.Writer
+	vars Vars
+	err  error
+
+	active   Mask // rules taking part
+	all      bool // active holds every rule (use the Set's start states)
+	none     bool // no rule left: pass everything through
+	starts   [4]*state
+	matched  Mask
+	scratch  Mask
+	dropped  int
+	attempts int // match attempts the prefilter started (for benchmarks)
+
+	// hold[0] is the byte before the pending bytes hold[1:] (valid when
+	// prev >= 0). Pending bytes are those of a match attempt still running;
+	// there are at most MaxMatch of them.
+	hold []byte
+	prev int // byte before the unprocessed input, -1 at the start
+
+	// The match attempt in progress, anchored at the first pending byte.
+	running  bool
+	runState *state
+	runLen   int   // bytes the attempt has consumed
+	runPrev  int   // prevClass of the byte before the attempt
+	bestLen  int   // length of the best match so far, -1 if none
+	bestRule int32 // its rule
+
+	varVals  [][]byte
+	varKnown []uint8 // 0: not looked up yet, 1: value, 2: unknown
+}
+
+// holdSlack is how much new input a stream copies next to pending bytes at a
+// time.
+const holdSlack = 2048
+
+// NewStream returns a stream that writes the substituted body to dst.
+func (s *Set) NewStream(dst io.Writer, vars Vars) *Stream {
+	st := &Stream{
+		set:      s,
+		active:   NewMask(len(s.rules)),
+		matched:  NewMask(len(s.rules)),
+		scratch:  NewMask(len(s.rules)),
+		hold:     make([]byte, 1, 1+s.maxMatch+holdSlack),
+		varVals:  make([][]byte, len(s.varNames)),
+		varKnown: make([]uint8, len(s.varNames)),
+	}
+	st.Reset(dst, vars)
+	return st
+}
+
+// Reset prepares the stream for a new body, keeping its memory.
+func (st *Stream) Reset(dst io.Writer, vars Vars) {
+	st.dst, st.vars, st.err = dst, vars, nil
+	copy(st.active, st.set.all)
+	st.all, st.none = true, false
+	st.starts = [4]*state{}
+	clear(st.matched)
+	st.dropped, st.attempts = 0, 0
+	st.hold = st.hold[:1]
+	st.prev = -1
+	st.running = false
+	for i := range st.varVals {
+		st.varVals[i] = st.varVals[i][:0]
+	}
+	clear(st.varKnown)
+}
+
+// Restrict limits matching to the rules in active (for example the rules a
+// previous response of the same resource used). Call it before the first
+// Write.
+func (st *Stream) Restrict(active Mask) {
+	for i := range st.active {
+		var w uint64
+		if i < len(active) {
+			w = active[i]
+		}
+		st.active[i] = st.set.all[i] & w
+	}
+	st.activeChanged()
+}
+
+func (st *Stream) activeChanged() {
+	st.all = st.active.Equal(st.set.all)
+	st.none = st.active.Empty()
+	st.starts = [4]*state{}
+}
+
+// Matched returns the rules that matched so far. The mask belongs to the
+// stream and is valid until the next Reset; Clone it to keep it.
+func (st *Stream) Matched() Mask { return st.matched }
+
+// Dropped returns how many candidates were dropped because they would have
+// grown past MaxMatch bytes.
+func (st *Stream) Dropped() int { return st.dropped }
+
+// Write substitutes p. Everything that cannot be part of a match is written
+// to dst before Write returns; the rest (at most MaxMatch bytes) is held.
+func (st *Stream) Write(p []byte) (int, error) {
+	if st.err != nil {
+		return 0, st.err
+	}
+	n := len(p)
+	for len(p) > 0 && st.err == nil {
+		if !st.running {
+			k := st.process(p, 0, false)
+			st.keep(p, k)
+			break
+		}
+		m := min(cap(st.hold)-len(st.hold), len(p))
+		st.hold = append(st.hold, p[:m]...)
+		p = p[m:]
+		st.keep(st.hold, st.process(st.hold, 1, false))
+	}
+	if st.err != nil {
+		return 0, st.err
+	}
+	return n, nil
+}
+
+// Flush writes out everything that cannot be part of a match. Write already
+// does so, so Flush only reports a write error; it never flushes dst itself.
+func (st *Stream) Flush() error { return st.err }
+
+// Close ends the input: matches that need the end of the body ($, \z, \b)
+// are decided and every held byte is written.
+func (st *Stream) Close() error {
+	if st.err == nil && st.running {
+		st.keep(st.hold, st.process(st.hold, 1, true))
+	}
+	st.running = false
+	st.hold = st.hold[:1]
+	return st.err
+}
+
+// keep saves buf[k:], the pending bytes, in st.hold.
+func (st *Stream) keep(buf []byte, k int) {
+	fromHold := len(buf) > 0 && len(st.hold) > 0 && &buf[0] == &st.hold[0]
+	start := 0
+	if fromHold {
+		start = 1
+	}
+	if k > start {
+		st.prev = int(buf[k-1])
+	}
+	if fromHold {
+		n := copy(st.hold[1:], st.hold[k:])
+		st.hold = st.hold[:1+n]
+	} else {
+		st.hold = append(st.hold[:1], buf[k:]...)
+	}
+	st.hold[0] = byte(st.prev)
+}
+
+func (st *Stream) write(b []byte) {
+	if len(b) == 0 || st.err != nil {
+		return
+	}
+	_, st.err = st.dst.Write(b)
+}
+
+// process scans buf[start:], writing out what it resolves, and returns the
+// index of the first pending byte (len(buf) if none). If a match attempt is
+// running, it is anchored at buf[start]. final means no input follows.
+func (st *Stream) process(buf []byte, start int, final bool) int {
+	s := st.set
+	emit, i := start, start
+	for st.err == nil {
+		j := start
+		if !st.running {
+			if st.none {
+				break
+			}
+			j = s.candidate(buf, i, final)
+			if j >= len(buf) {
+				break
+			}
+			st.running = true
+			st.attempts++
+			st.runPrev = prevClass(st.prevByte(buf, start, j))
+			st.runState = st.startState(st.runPrev)
+			st.runLen, st.bestLen = 0, -1
+		}
+		if !st.advance(buf, j, final) {
+			st.write(buf[emit:j])
+			return j
+		}
+		st.running = false
+		if st.bestLen < 0 {
+			i = j + 1
+			continue
+		}
+		e := j + st.bestLen
+		st.write(buf[emit:j])
+		st.replace(buf, start, j, e, int(st.bestRule))
+		emit, i = e, e
+	}
+	st.write(buf[emit:])
+	return len(buf)
+}
+
+func (st *Stream) prevByte(buf []byte, start, j int) int {
+	if j > start {
+		return int(buf[j-1])
+	}
+	return st.prev
+}
+
+func (st *Stream) startState(pc int) *state {
+	if st.all {
+		return st.set.full[pc]
+	}
+	if st.starts[pc] == nil {
+		st.starts[pc] = st.set.dfa.start(st.active, pc, false)
+	}
+	return st.starts[pc]
+}
+
+// advance feeds the running attempt anchored at buf[j]. It reports whether
+// the attempt is resolved (st.bestLen then holds the winner, or -1).
+func (st *Stream) advance(buf []byte, j int, final bool) bool {
+	s := st.set
+	d := s.dfa
+	t := st.runState
+	limit := j + s.maxMatch // the last byte the attempt may consume
+	for k := j + st.runLen; k < len(buf); k++ {
+		c := int(s.classes[buf[k]])
+		n := t.next[c].Load()
+		if n == nil {
+			n = d.next(t, c)
+		}
+		t = n
+		if t.match >= 0 {
+			st.bestLen, st.bestRule = k-j, t.match
+		}
+		if len(t.pcs) == 0 {
+			return true
+		}
+		if k == limit {
+			st.drop(buf, j, t)
+			return true
+		}
+	}
+	if final {
+		if m := d.eofMatch(t); m >= 0 {
+			st.bestLen, st.bestRule = len(buf)-j, m
+		}
+		return true
+	}
+	st.runState, st.runLen = t, len(buf)-j
+	return false
+}
+
+// drop handles an attempt still alive after MaxMatch bytes: the rules with
+// live threads are dropped at this position, and the attempt is run again
+// without them. This is the slow path; it needs no more input.
+func (st *Stream) drop(buf []byte, j int, t *state) {
+	s := st.set
+	d := s.dfa
+	rest := st.scratch
+	copy(rest, st.active)
+	prev := st.runPrev
+	for {
+		for _, pc := range t.pcs {
+			if r := int(s.prog.insts[pc].rule); rest.Has(r) {
+				rest.Remove(r)
+				st.dropped++
+			}
+		}
+		st.bestLen = -1
+		if rest.Empty() {
+			return
+		}
+		t = d.start(rest, prev, false)
+		for k := j; ; k++ {
+			c := int(s.classes[buf[k]])
+			n := t.next[c].Load()
+			if n == nil {
+				n = d.next(t, c)
+			}
+			t = n
+			if t.match >= 0 {
+				st.bestLen, st.bestRule = k-j, t.match
+			}
+			if len(t.pcs) == 0 {
+				return
+			}
+			if k == j+s.maxMatch {
+				break
+			}
+		}
+	}
+}
+
+// replace writes the replacement of rule r for the match buf[j:e].
+func (st *Stream) replace(buf []byte, start, j, e, r int) {
+	s := st.set
+	st.matched.Add(r)
+	if s.rules[r].Once {
+		st.active.Remove(r)
+		st.activeChanged()
+	}
+	t := &s.tmpl[r]
+	if t.constant != nil {
+		st.write(t.constant)
+		return
+	}
+	var idx []int
+	if t.groups {
+		idx = st.submatches(buf, start, j, e, r)
+	}
+	for _, p := range t.parts {
+		switch p.kind {
+		case partText:
+			st.writeString(p.text)
+		case partGroup:
+			if p.group == 0 {
+				st.write(buf[j:e])
+			} else if idx != nil && idx[2*p.group] >= 0 {
+				st.write(idx2bytes(buf, idx, p.group))
+			}
+		case partVar:
+			st.write(st.lookup(p))
+		}
+	}
+}
+
+func idx2bytes(buf []byte, idx []int, g int) []byte { return buf[idx[2*g]:idx[2*g+1]] }
+
+func (st *Stream) writeString(s string) {
+	if st.err != nil || len(s) == 0 {
+		return
+	}
+	_, st.err = io.WriteString(st.dst, s)
+}
+
+// submatches returns the group offsets (in buf) of rule r's match buf[j:e]:
+// those of the leftmost-first parse of that text, computed by Go's regexp
+// with one byte of context on each side so that assertions see what the
+// automaton saw.
+func (st *Stream) submatches(buf []byte, start, j, e, r int) []int {
+	prev := st.prevByte(buf, start, j)
+	hasPrev, hasNext := prev >= 0, e < len(buf)
+	v := 0
+	if hasPrev {
+		v |= 2
+	}
+	if hasNext {
+		v |= 1
+	}
+	rx := st.set.subRx[r][v]
+	lo, hi := j, e
+	if hasNext {
+		hi++
+	}
+	var idx []int
+	switch {
+	case !hasPrev:
+		idx = rx.FindSubmatchIndex(buf[lo:hi])
+	case j > start || start == 1: // buf[j-1] is the previous byte
+		lo--
+		idx = rx.FindSubmatchIndex(buf[lo:hi])
+	default: // the previous byte is not in buf (rare): copy
+		text := append([]byte{byte(prev)}, buf[j:hi]...)
+		lo--
+		idx = rx.FindSubmatchIndex(text)
+	}
+	if idx == nil {
+		return nil
+	}
+	for i := range idx {
+		if idx[i] >= 0 {
+			idx[i] += lo
+		}
+	}
+	return idx
+}
+
+// lookup resolves a placeholder once per stream.
+func (st *Stream) lookup(p part) []byte {
+	i := p.group
+	switch st.varKnown[i] {
+	case 0:
+		st.varKnown[i] = 2
+		if st.vars != nil {
+			if v, ok := st.vars(st.set.varNames[i]); ok {
+				st.varKnown[i] = 1
+				st.varVals[i] = append(st.varVals[i][:0], v...)
+			}
+		}
+	}
+	if st.varKnown[i] == 1 {
+		return st.varVals[i]
+	}
+	return []byte(p.text)
+}
+
+// candidate returns the first index >= i where a match may start, or
+// len(buf). It looks at eight bytes at a time: seven overlapping byte pairs,
+// each checked against the pair table, are tested with one branch.
+func (s *Set) candidate(buf []byte, i int, final bool) int {
+	t := &s.pair
+	for ; i+8 <= len(buf); i += 7 {
+		w := binary.LittleEndian.Uint64(buf[i:])
+		if t[uint16(w)]|t[uint16(w>>8)]|t[uint16(w>>16)]|t[uint16(w>>24)]|
+			t[uint16(w>>32)]|t[uint16(w>>40)]|t[uint16(w>>48)] != 0 {
+			break
+		}
+	}
+	for ; i+1 < len(buf); i++ {
+		if t[uint16(buf[i])|uint16(buf[i+1])<<8] != 0 {
+			return i
+		}
+	}
+	if i < len(buf) && s.first[buf[i]] {
+		return i
+	}
+	return len(buf)
+}
