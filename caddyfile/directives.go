@@ -7,9 +7,13 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-edgekit/edgekit/substitute"
 )
 
 func init() {
+	httpcaddyfile.RegisterHandlerDirective("substitute", parse[substitute.Handler])
+	httpcaddyfile.RegisterDirectiveOrder("substitute", httpcaddyfile.After, "encode")
 }
 
 // handlerModule is a middleware module that parses its own Caddyfile tokens.

@@ -1,0 +1,108 @@
+package substitute
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/dustin/go-humanize"
+)
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	substitute [<matcher>] {
+//	    replace <find> <replacement> [once]    # literal text
+//	    regex <pattern> <replacement> [once]   # RE2; $1, ${name}, $$ in replacement
+//	    types <media-type> ...                 # default: DefaultTypes
+//	    status <code|2xx> ...                  # default: every status with a body
+//	    priority longest|first                 # default longest
+//	    max_match <size>                       # default 16KiB
+//	    memo <entries>|off                     # default 10000
+//	}
+//
+// Rules keep their declaration order, which breaks ties.
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch opt := d.Val(); opt {
+		case "replace", "regex":
+			args := d.RemainingArgs()
+			rule := len(h.Rules) + 1
+			if len(args) < 2 || len(args) > 3 {
+				return d.Errf("rule %d: %s: expected <find> <replacement> [once], got %d arguments", rule, opt, len(args))
+			}
+			if len(args) == 3 && args[2] != "once" {
+				return d.Errf("rule %d: %s %q: unknown option %q (only once is allowed)", rule, opt, args[0], args[2])
+			}
+			h.Rules = append(h.Rules, Rule{Find: args[0], Regex: opt == "regex", Replace: args[1], Once: len(args) == 3})
+		case "types":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			h.Types = append(h.Types, args...)
+		case "status":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			for _, a := range args {
+				code, err := parseStatus(a)
+				if err != nil {
+					return d.Errf("status %q: must be a code such as 200 or a class such as 2xx", a)
+				}
+				h.Status = append(h.Status, code)
+			}
+		case "priority":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			h.Priority = d.Val()
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		case "max_match":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			size, err := humanize.ParseBytes(d.Val())
+			if err != nil || size > maxMaxMatch {
+				return d.Errf("max_match %q: must be a size such as 16KiB, at most 16MiB", d.Val())
+			}
+			h.MaxMatch = int(size)
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		case "memo":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			if d.Val() == "off" {
+				h.Memo = MemoOff
+			} else {
+				n, err := strconv.Atoi(d.Val())
+				if err != nil || n < 1 {
+					return d.Errf("memo %q: must be a number of entries or off", d.Val())
+				}
+				h.Memo = n
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		default:
+			return d.Errf("unrecognized substitute option %q", opt)
+		}
+	}
+	return nil
+}
+
+// parseStatus reads "404" as 404 and "4xx" as the class 4.
+func parseStatus(s string) (int, error) {
+	if len(s) == 3 && strings.EqualFold(s[1:], "xx") && s[0] >= '1' && s[0] <= '5' {
+		return int(s[0] - '0'), nil
+	}
+	return strconv.Atoi(s)
+}

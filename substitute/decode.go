@@ -1,0 +1,245 @@
+package substitute
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/andybalholm/brotli"
+	"github.com/klauspost/compress/flate"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zlib"
+	"github.com/klauspost/compress/zstd"
+)
+
+// encoding is a Content-Encoding that substitute can decode.
+type encoding uint8
+
+const (
+	identity encoding = iota
+	encGzip
+	encDeflate
+	encBrotli
+	encZstd
+	unknownEncoding
+)
+
+// parseEncoding reads a Content-Encoding header. Several codings, or one
+// that is not understood, give unknownEncoding: such bodies pass untouched.
+func parseEncoding(values []string) encoding {
+	if len(values) == 0 {
+		return identity
+	}
+	if len(values) > 1 {
+		return unknownEncoding
+	}
+	v := strings.TrimSpace(values[0])
+	switch {
+	case v == "" || strings.EqualFold(v, "identity"):
+		return identity
+	case strings.EqualFold(v, "gzip") || strings.EqualFold(v, "x-gzip"):
+		return encGzip
+	case strings.EqualFold(v, "deflate"):
+		return encDeflate
+	case strings.EqualFold(v, "br"):
+		return encBrotli
+	case strings.EqualFold(v, "zstd"):
+		return encZstd
+	}
+	return unknownEncoding
+}
+
+var errAborted = errors.New("substitute: response aborted")
+
+// decoder turns the push-style writes of a compressed body into the
+// pull-style reads the decompressors need. The decompressor runs in its own
+// goroutine, but in lockstep with the writer: Write returns only when the
+// decompressor has consumed the chunk and asks for more, by which time it
+// has written everything it could decode. So the two goroutines never touch
+// the response at the same time, and a Flush after Write flushes everything
+// decoded so far (SSE and streaming through a compressed upstream).
+type decoder struct {
+	in   chan []byte
+	ack  chan struct{}
+	done chan struct{}
+	err  error // set before done is closed
+
+	// Owned by the decompressor goroutine.
+	cur     []byte
+	peek    []byte
+	pending bool // cur came from a Write still waiting for its ack
+	aborted bool // set before in is closed
+}
+
+// newDecoder starts decoding enc into dst.
+func newDecoder(enc encoding, dst io.Writer) *decoder {
+	d := &decoder{in: make(chan []byte), ack: make(chan struct{}), done: make(chan struct{})}
+	go d.run(enc, dst)
+	return d
+}
+
+func (d *decoder) run(enc encoding, dst io.Writer) {
+	defer close(d.done)
+	var err error
+	switch enc {
+	case encGzip:
+		zr, _ := gzipReaders.Get().(*gzip.Reader)
+		if zr == nil {
+			zr = new(gzip.Reader)
+		}
+		if err = zr.Reset(d); err == nil {
+			_, err = io.Copy(dst, zr)
+		}
+		gzipReaders.Put(zr)
+	case encDeflate:
+		err = d.runDeflate(dst)
+	case encBrotli:
+		br, _ := brotliReaders.Get().(*brotli.Reader)
+		if br == nil {
+			br = brotli.NewReader(d)
+		} else if err = br.Reset(d); err != nil {
+			break
+		}
+		_, err = io.Copy(dst, br)
+		brotliReaders.Put(br)
+	case encZstd:
+		zr, _ := zstdReaders.Get().(*zstd.Decoder)
+		if zr == nil {
+			// RFC 9659: HTTP zstd windows are at most 8 MB; a synchronous
+			// decoder keeps this goroutine the only one touching dst.
+			zr, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(8<<20))
+			if err != nil {
+				break
+			}
+		}
+		if err = zr.Reset(d); err == nil {
+			_, err = io.Copy(dst, zr)
+		}
+		zstdReaders.Put(zr)
+	}
+	d.err = err
+}
+
+// runDeflate decodes "deflate", which HTTP defines as the zlib format; raw
+// deflate streams, which some servers send instead, are recognised by their
+// missing zlib header and decoded too.
+func (d *decoder) runDeflate(dst io.Writer) error {
+	var hdr [2]byte
+	for i := range hdr {
+		b, err := d.ReadByte()
+		if err != nil {
+			return err
+		}
+		hdr[i] = b
+	}
+	d.peek = append(d.peek[:0], hdr[:]...)
+	if hdr[0]&0x0f == 8 && (uint16(hdr[0])<<8|uint16(hdr[1]))%31 == 0 {
+		zr, err := zlib.NewReader(d)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(dst, zr)
+		return err
+	}
+	fr := flate.NewReader(d)
+	_, err := io.Copy(dst, fr)
+	return err
+}
+
+// Read hands the decompressor the bytes of the current Write, acking each
+// chunk when it is used up and it needs the next.
+func (d *decoder) Read(p []byte) (int, error) {
+	if len(d.peek) > 0 {
+		n := copy(p, d.peek)
+		d.peek = d.peek[n:]
+		return n, nil
+	}
+	if err := d.fill(); err != nil {
+		return 0, err
+	}
+	n := copy(p, d.cur)
+	d.cur = d.cur[n:]
+	return n, nil
+}
+
+// ReadByte lets flate read without its own bufio.Reader.
+func (d *decoder) ReadByte() (byte, error) {
+	if len(d.peek) > 0 {
+		b := d.peek[0]
+		d.peek = d.peek[1:]
+		return b, nil
+	}
+	if err := d.fill(); err != nil {
+		return 0, err
+	}
+	b := d.cur[0]
+	d.cur = d.cur[1:]
+	return b, nil
+}
+
+func (d *decoder) fill() error {
+	for len(d.cur) == 0 {
+		if d.pending {
+			d.pending = false
+			d.ack <- struct{}{}
+		}
+		chunk, ok := <-d.in
+		if !ok {
+			if d.aborted {
+				return errAborted
+			}
+			return io.EOF
+		}
+		d.cur, d.pending = chunk, true
+	}
+	return nil
+}
+
+// Write passes p to the decompressor and waits until it has used it all.
+func (d *decoder) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	select {
+	case d.in <- p:
+	case <-d.done:
+		return 0, d.doneErr()
+	}
+	select {
+	case <-d.ack:
+		return len(p), nil
+	case <-d.done:
+		if d.err != nil {
+			return 0, d.err
+		}
+		return len(p), nil // the stream ended; trailing bytes are ignored
+	}
+}
+
+func (d *decoder) doneErr() error {
+	if d.err != nil {
+		return d.err
+	}
+	return io.ErrShortWrite
+}
+
+// Close ends the input and waits for the decompressor to finish. With abort
+// set the decompressor stops without writing anything more.
+func (d *decoder) Close(abort bool) error {
+	select {
+	case <-d.done:
+		return d.err
+	default:
+	}
+	d.aborted = abort
+	close(d.in)
+	<-d.done
+	return d.err
+}
+
+var (
+	gzipReaders   sync.Pool
+	brotliReaders sync.Pool
+	zstdReaders   sync.Pool
+)

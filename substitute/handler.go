@@ -1,0 +1,94 @@
+package substitute
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+)
+
+// ServeHTTP substitutes the response of next when its type, status and
+// encoding are eligible.
+//
+// Ranges: the Range header is passed on, so ranges of other types (video)
+// keep working. If the answer is a 206 of a substitutable type (or a
+// multipart/byteranges one, which may hide any type), its body is
+// discarded and the request is sent again without Range and If-Range: the
+// client gets the full substituted 200. Only body-less GETs are sent again;
+// otherwise such a 206 becomes a 502, never an unsubstituted fragment.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if r.Method == http.MethodHead || r.Method == http.MethodConnect {
+		metrics.skipped.Inc()
+		return next.ServeHTTP(w, r)
+	}
+	rw := h.getWriter(w, r)
+	defer h.putWriter(rw)
+
+	var saved http.Header
+	if r.Method == http.MethodGet && r.ContentLength == 0 && len(r.Header["Range"]) > 0 {
+		rw.mayRetry = true
+		saved = w.Header().Clone() // what outer handlers set, for the retry
+	}
+	err := next.ServeHTTP(rw, r)
+	if err == nil && rw.retry {
+		metrics.rangeRetries.Inc()
+		hdr := w.Header()
+		clear(hdr)
+		for k, v := range saved {
+			hdr[k] = v
+		}
+		r.Header.Del("Range")
+		r.Header.Del("If-Range")
+		rw.resetResponse()
+		rw.mayRetry = false
+		err = next.ServeHTTP(rw, r)
+	}
+	if err != nil {
+		_ = rw.finish(true)
+		return err
+	}
+	if rw.failed {
+		return caddyhttp.Error(http.StatusBadGateway,
+			fmt.Errorf("substitute: partial response (206) of a substitutable type to a request that cannot be retried without Range"))
+	}
+	if ferr := rw.finish(false); ferr != nil {
+		h.logger.Debug("substituting response body", zap.Error(ferr))
+	}
+	return nil
+}
+
+// typeMatches reports whether a media type is in Types (case-insensitive;
+// "text/*" matches every text type).
+func (h *Handler) typeMatches(mediaType string) bool {
+	if mediaType == "" {
+		return false
+	}
+	for _, t := range h.Types {
+		if strings.HasSuffix(t, "/*") {
+			if len(mediaType) > len(t)-1 && strings.EqualFold(mediaType[:len(t)-1], t[:len(t)-1]) {
+				return true
+			}
+		} else if strings.EqualFold(mediaType, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// statusMatches reports whether status is selected by Status.
+func (h *Handler) statusMatches(status int) bool {
+	if len(h.Status) == 0 {
+		return true
+	}
+	for _, s := range h.Status {
+		if caddyhttp.StatusCodeMatches(status, s) {
+			return true
+		}
+	}
+	return false
+}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}

@@ -1,0 +1,74 @@
+package substitute
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The collectors are process-wide so that counts survive a config reload;
+// each new config's registry gets the same collectors (see registerMetrics).
+var metrics = struct {
+	responses       *prometheus.CounterVec
+	memoHits        *prometheus.CounterVec
+	memoMisses      prometheus.Counter
+	dropped         prometheus.Counter
+	rangeRetries    prometheus.Counter
+	substituted     prometheus.Counter
+	skipped         prometheus.Counter
+	memoUnscanned   prometheus.Counter
+	memoRestricted  prometheus.Counter
+	decodeFailures  prometheus.Counter
+	collectorsSlice []prometheus.Collector
+}{}
+
+func init() {
+	const ns, sub = "caddy", "substitute"
+	m := &metrics
+	m.responses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ns, Subsystem: sub, Name: "responses_total",
+		Help: "Responses seen by substitute, by result: substituted (body went through the rules) or skipped (passed untouched: type, status, encoding or method not eligible).",
+	}, []string{"result"})
+	m.memoHits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ns, Subsystem: sub, Name: "memo_hits_total",
+		Help: "Responses whose strong ETag matched the memo, by scan: none (no rule matched last time: streamed without scanning) or restricted (scanned for the rules that matched last time only).",
+	}, []string{"scan"})
+	m.memoMisses = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: ns, Subsystem: sub, Name: "memo_misses_total",
+		Help: "Substituted responses with a strong ETag that the memo did not know (scanned for every rule).",
+	})
+	m.dropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: ns, Subsystem: sub, Name: "dropped_candidates_total",
+		Help: "Match candidates dropped because they would have grown past max_match.",
+	})
+	m.rangeRetries = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: ns, Subsystem: sub, Name: "range_retries_total",
+		Help: "Range requests answered with a partial substitutable body, discarded and asked again without Range.",
+	})
+	m.decodeFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: ns, Subsystem: sub, Name: "decode_errors_total",
+		Help: "Compressed upstream bodies that failed to decode (the response was cut short).",
+	})
+	m.substituted = m.responses.WithLabelValues("substituted")
+	m.skipped = m.responses.WithLabelValues("skipped")
+	m.memoUnscanned = m.memoHits.WithLabelValues("none")
+	m.memoRestricted = m.memoHits.WithLabelValues("restricted")
+	m.collectorsSlice = []prometheus.Collector{m.responses, m.memoHits, m.memoMisses, m.dropped, m.rangeRetries, m.decodeFailures}
+}
+
+// registerMetrics adds the collectors to a config's registry; registering
+// them again (another substitute handler, or a reload reusing the
+// registry) is not an error.
+func registerMetrics(reg *prometheus.Registry) {
+	if reg == nil {
+		return
+	}
+	for _, c := range metrics.collectorsSlice {
+		if err := reg.Register(c); err != nil {
+			var already prometheus.AlreadyRegisteredError
+			if !errors.As(err, &already) {
+				panic(err)
+			}
+		}
+	}
+}

@@ -1,0 +1,187 @@
+// Package substitute is the http.handlers.substitute module: streaming find
+// and replace on response bodies, for every rule in one pass, with memory
+// bounded by max_match per response whatever the body size.
+package substitute
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/caddy-edgekit/edgekit/substitute/engine"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+}
+
+// Defaults and bounds.
+const (
+	// DefaultMemo is the number of resources the memo remembers.
+	DefaultMemo = 10_000
+	// MemoOff in Handler.Memo turns the memo off.
+	MemoOff = -1
+
+	minMaxMatch = 64
+	maxMaxMatch = 16 << 20
+	maxMemo     = 10_000_000
+)
+
+// DefaultTypes are the media types substituted when Types is empty.
+var DefaultTypes = []string{
+	"text/html",
+	"application/xhtml+xml",
+	"text/css",
+	"text/javascript",
+	"application/javascript",
+	"application/json",
+	"application/manifest+json",
+	"application/xml",
+	"text/xml",
+	"image/svg+xml",
+	"text/plain",
+}
+
+// Handler rewrites response bodies on the fly: every rule is compiled once
+// into one automaton and the body is scanned once, as it streams.
+type Handler struct {
+	// Rules to apply, in declaration order (which breaks ties).
+	Rules []Rule `json:"rules,omitempty"`
+
+	// Media types to substitute, without parameters (charset is ignored
+	// when matching); "type/*" matches a whole top-level type. Default:
+	// DefaultTypes.
+	Types []string `json:"types,omitempty"`
+
+	// Status codes to substitute; a single digit n stands for the class
+	// nxx. Default: every status that has a body.
+	Status []int `json:"status,omitempty"`
+
+	// Priority between matches starting at the same position: "longest"
+	// (default: longest match, then the rule declared first) or "first"
+	// (the rule declared first, as nginx's replace_filter).
+	Priority string `json:"priority,omitempty"`
+
+	// MaxMatch is the longest match, in bytes, that can be replaced; it
+	// bounds the bytes held back per response. Default 16 KiB.
+	MaxMatch int `json:"max_match,omitempty"`
+
+	// Memo is how many resources (host, path, query) remember which rules
+	// matched their body, keyed by strong ETag, so that the next identical
+	// body is scanned for those rules only, or not at all. 0 selects the
+	// default (10,000); -1 turns the memo off.
+	Memo int `json:"memo,omitempty"`
+
+	set      *engine.Set
+	priority engine.Priority
+	memo     *memo
+	writers  *sync.Pool
+	logger   *zap.Logger
+}
+
+// Rule is one find-and-replace rule.
+type Rule struct {
+	// Find is literal text, or an RE2 pattern if Regex is set.
+	Find string `json:"find"`
+	// Regex makes Find a regular expression (RE2 syntax).
+	Regex bool `json:"regex,omitempty"`
+	// Replace is the replacement: $1, ${name} and $0 refer to capture
+	// groups (regex rules), $$ is a literal $, and a known {placeholder}
+	// is expanded per request (its value is never expanded further).
+	Replace string `json:"replace"`
+	// Once makes the rule stop taking part after its first match.
+	Once bool `json:"once,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.substitute",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// Provision sets defaults and compiles the rules into one automaton.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	if len(h.Types) == 0 {
+		h.Types = DefaultTypes
+	}
+	for i, t := range h.Types {
+		h.Types[i] = strings.ToLower(strings.TrimSpace(t))
+	}
+	if h.Priority == "" {
+		h.Priority = "longest"
+	}
+	if h.MaxMatch == 0 {
+		h.MaxMatch = engine.DefaultMaxMatch
+	}
+	if h.Memo == 0 {
+		h.Memo = DefaultMemo
+	}
+	if h.Priority == "first" {
+		h.priority = engine.First
+	}
+	if len(h.Rules) == 0 {
+		return nil // refused by Validate
+	}
+	rules := make([]engine.Rule, len(h.Rules))
+	for i, r := range h.Rules {
+		rules[i] = engine.Rule{Pattern: r.Find, Literal: !r.Regex, Replacement: r.Replace, Once: r.Once}
+	}
+	set, err := engine.Compile(rules, engine.Options{Priority: h.priority, MaxMatch: h.MaxMatch})
+	if err != nil {
+		return fmt.Errorf("substitute: %w", err)
+	}
+	h.set = set
+	if h.Memo > 0 {
+		h.memo = newMemo(h.Memo)
+	}
+	h.writers = new(sync.Pool)
+	registerMetrics(ctx.GetMetricsRegistry())
+	return nil
+}
+
+// Validate refuses a configuration that makes no sense.
+func (h *Handler) Validate() error {
+	if len(h.Rules) == 0 {
+		return fmt.Errorf("substitute: no rules: add at least one replace or regex rule")
+	}
+	for i, r := range h.Rules {
+		if !r.Regex && len(r.Find) > h.MaxMatch {
+			return fmt.Errorf("substitute: rule %d: literal %q is longer than max_match %d: raise max_match", i+1, r.Find, h.MaxMatch)
+		}
+	}
+	if h.Priority != "longest" && h.Priority != "first" {
+		return fmt.Errorf("substitute: priority %q: must be longest or first", h.Priority)
+	}
+	if h.MaxMatch < minMaxMatch || h.MaxMatch > maxMaxMatch {
+		return fmt.Errorf("substitute: max_match %d: must be %d..%d bytes (the longest match to replace)", h.MaxMatch, minMaxMatch, maxMaxMatch)
+	}
+	if h.Memo < MemoOff || h.Memo > maxMemo {
+		return fmt.Errorf("substitute: memo %d: must be 1..%d entries, or off", h.Memo, maxMemo)
+	}
+	for _, t := range h.Types {
+		typ, sub, ok := strings.Cut(t, "/")
+		if !ok || typ == "" || sub == "" || typ == "*" || strings.ContainsAny(t, "; \t") {
+			return fmt.Errorf("substitute: type %q: must be a media type such as text/html or text/*, without parameters", t)
+		}
+	}
+	for _, s := range h.Status {
+		if !(s >= 1 && s <= 5) && !(s >= 100 && s <= 599) {
+			return fmt.Errorf("substitute: status %d: must be a code 100..599 or a class 1..5 (2xx)", s)
+		}
+	}
+	return nil
+}
+
+// Interface guards.
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

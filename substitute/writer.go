@@ -1,0 +1,300 @@
+package substitute
+
+import (
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/caddy-edgekit/edgekit/substitute/engine"
+)
+
+// What the writer does with the body of the current response.
+type mode uint8
+
+const (
+	undecided    mode = iota
+	passThrough       // not eligible: untouched, including ReadFrom (sendfile)
+	substituting      // through the engine
+	copying           // memo: no rule can match; decoded but not scanned
+	discarding        // a partial substitutable body that must not reach the client
+)
+
+// responseWriter decides at WriteHeader whether the response is
+// substituted, and then routes every way a handler writes a body (Write,
+// ReadFrom, Flush, FlushError) accordingly. It is pooled per Handler, with
+// its engine stream.
+type responseWriter struct {
+	*caddyhttp.ResponseWriterWrapper
+	h    *Handler
+	req  *http.Request
+	repl *caddy.Replacer
+	vars engine.Vars // bound to lookupVar once, so no closure per request
+
+	stream *engine.Stream
+	dec    *decoder
+	body   io.Writer // where body bytes go when substituting or copying
+
+	mode        mode
+	status      int
+	wroteHeader bool
+	mayRetry    bool // the request can be sent again without Range
+	retry       bool // the response was a discarded partial body
+	failed      bool // a partial substitutable body that could not be retried
+	writeErr    error
+
+	memoOn          bool
+	restricted      bool
+	etag            string
+	host, path, qry string
+}
+
+func (h *Handler) getWriter(w http.ResponseWriter, r *http.Request) *responseWriter {
+	rw, _ := h.writers.Get().(*responseWriter)
+	if rw == nil {
+		rw = &responseWriter{h: h, ResponseWriterWrapper: new(caddyhttp.ResponseWriterWrapper)}
+		rw.vars = rw.lookupVar
+	}
+	rw.ResponseWriterWrapper.ResponseWriter = w
+	rw.req = r
+	rw.repl, _ = r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	return rw
+}
+
+func (h *Handler) putWriter(rw *responseWriter) {
+	if rw.dec != nil {
+		_ = rw.dec.Close(true)
+	}
+	rw.ResponseWriterWrapper.ResponseWriter = nil
+	rw.req, rw.repl, rw.dec, rw.body = nil, nil, nil, nil
+	if rw.stream != nil {
+		rw.stream.Reset(nil, nil)
+	}
+	rw.resetResponse()
+	rw.mayRetry = false
+	h.writers.Put(rw)
+}
+
+// resetResponse forgets the current response (before a retry).
+func (rw *responseWriter) resetResponse() {
+	rw.mode, rw.status, rw.wroteHeader = undecided, 0, false
+	rw.retry, rw.failed, rw.writeErr = false, false, nil
+	rw.memoOn, rw.restricted = false, false
+	rw.etag, rw.host, rw.path, rw.qry = "", "", "", ""
+}
+
+// lookupVar resolves {placeholders} of replacements for this request only.
+func (rw *responseWriter) lookupVar(name string) (string, bool) {
+	if rw.repl == nil {
+		return "", false
+	}
+	v, ok := rw.repl.Get(name)
+	if !ok {
+		return "", false
+	}
+	return caddy.ToString(v), true
+}
+
+// WriteHeader decides what happens to the body and, unless the body is to
+// be discarded, sends the header at once (so SSE clients see it before the
+// first event).
+func (rw *responseWriter) WriteHeader(status int) {
+	if rw.wroteHeader {
+		return // superfluous; net/http would log it, the status is already out
+	}
+	if status >= 100 && status <= 199 && status != http.StatusSwitchingProtocols {
+		rw.ResponseWriter.WriteHeader(status) // informational: not the response
+		return
+	}
+	rw.wroteHeader, rw.status = true, status
+	hdr := rw.Header()
+	mediaType := mediaTypeOf(hdr.Get("Content-Type"))
+	eligibleType := rw.h.typeMatches(mediaType)
+
+	if status == http.StatusPartialContent && (eligibleType || strings.EqualFold(mediaType, "multipart/byteranges")) {
+		// A fragment of a substitutable body must not reach the client,
+		// and cannot be substituted (matches may cross its edges; its
+		// Content-Range counts unsubstituted bytes). Ask again without
+		// Range, or fail. multipart/byteranges may hide any type.
+		rw.mode = discarding
+		if rw.mayRetry {
+			rw.retry = true
+		} else {
+			rw.failed = true
+		}
+		return
+	}
+	enc := parseEncoding(hdr["Content-Encoding"])
+	if !eligibleType || !rw.h.statusMatches(status) || !bodyAllowed(status) || enc == unknownEncoding {
+		rw.mode = passThrough
+		metrics.skipped.Inc()
+		rw.ResponseWriter.WriteHeader(status)
+		return
+	}
+	metrics.substituted.Inc()
+
+	hdr.Del("Content-Length")
+	hdr.Del("Accept-Ranges")
+	if enc != identity || len(hdr["Content-Encoding"]) > 0 {
+		hdr.Del("Content-Encoding")
+	}
+	etag := hdr.Get("Etag")
+	strong := len(etag) > 2 && etag[0] == '"'
+	if strong {
+		hdr.Set("Etag", "W/"+etag) // the bytes differ from the origin's
+	}
+
+	rw.mode = substituting
+	if rw.stream == nil {
+		rw.stream = rw.h.set.NewStream(rw.ResponseWriter, rw.vars)
+	} else {
+		rw.stream.Reset(rw.ResponseWriter, rw.vars)
+	}
+	rw.body = rw.stream
+	if strong && rw.h.memo != nil {
+		rw.useMemo(etag)
+	}
+	if rw.mode == copying {
+		rw.body = rw.ResponseWriter
+	}
+	if enc != identity {
+		rw.dec = newDecoder(enc, rw.body)
+		rw.body = rw.dec
+	}
+	rw.ResponseWriter.WriteHeader(status)
+}
+
+// useMemo restricts the scan to the rules the same bytes matched before.
+func (rw *responseWriter) useMemo(etag string) {
+	host := hostOnly(rw.req.Host)
+	matched, ok := rw.h.memo.lookup(host, rw.req.URL.Path, rw.req.URL.RawQuery, etag)
+	switch {
+	case !ok:
+		metrics.memoMisses.Inc()
+		rw.memoOn, rw.etag, rw.host, rw.path, rw.qry = true, etag, host, rw.req.URL.Path, rw.req.URL.RawQuery
+	case matched.Empty():
+		metrics.memoUnscanned.Inc()
+		rw.mode = copying
+	default:
+		metrics.memoRestricted.Inc()
+		rw.stream.Restrict(matched)
+		rw.restricted = true
+	}
+}
+
+// Write routes p according to the decision taken at WriteHeader.
+func (rw *responseWriter) Write(p []byte) (int, error) {
+	if !rw.wroteHeader {
+		rw.WriteHeader(http.StatusOK)
+	}
+	switch rw.mode {
+	case passThrough:
+		return rw.ResponseWriter.Write(p)
+	case discarding:
+		return len(p), nil
+	}
+	if rw.writeErr != nil {
+		return 0, rw.writeErr
+	}
+	n, err := rw.body.Write(p)
+	if err != nil {
+		rw.writeErr = err
+	}
+	return n, err
+}
+
+// writerOnly hides ReadFrom, so that io.Copy uses Write.
+type writerOnly struct{ io.Writer }
+
+// ReadFrom keeps sendfile for bodies that are not substituted (file_server
+// and io.Copy reach the writer through here, not through Write).
+func (rw *responseWriter) ReadFrom(r io.Reader) (int64, error) {
+	if !rw.wroteHeader {
+		rw.WriteHeader(http.StatusOK)
+	}
+	switch rw.mode {
+	case passThrough:
+		return rw.ResponseWriterWrapper.ReadFrom(r)
+	case discarding:
+		return io.Copy(io.Discard, r)
+	}
+	bufp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bufp)
+	return io.CopyBuffer(writerOnly{rw}, r, *bufp)
+}
+
+// Flush implements http.Flusher.
+func (rw *responseWriter) Flush() { _ = rw.FlushError() }
+
+// FlushError sends everything that cannot be part of a match, and flushes
+// the connection (reverse_proxy flushes SSE and streams this way).
+func (rw *responseWriter) FlushError() error {
+	if !rw.wroteHeader {
+		rw.WriteHeader(http.StatusOK) // a flush sends the header: decide now
+	}
+	switch rw.mode {
+	case discarding:
+		return nil
+	case substituting:
+		if err := rw.stream.Flush(); err != nil {
+			return err
+		}
+	}
+	//nolint:bodyclose // not a client response
+	return http.NewResponseController(rw.ResponseWriter).Flush()
+}
+
+// finish ends the body: the decoder and the engine write what they held.
+// With abort set (the handler chain failed) nothing more is written.
+func (rw *responseWriter) finish(abort bool) error {
+	if rw.mode != substituting && rw.mode != copying {
+		return nil
+	}
+	var err error
+	if rw.dec != nil {
+		err = rw.dec.Close(abort || rw.writeErr != nil)
+		rw.dec = nil
+		if err != nil && err != errAborted {
+			metrics.decodeFailures.Inc()
+			rw.h.logger.Debug("decoding upstream body", zap.Error(err))
+		}
+	}
+	if rw.mode == copying || abort {
+		return err
+	}
+	if cerr := rw.stream.Close(); err == nil {
+		err = cerr
+	}
+	if d := rw.stream.Dropped(); d > 0 {
+		metrics.dropped.Add(float64(d))
+	}
+	if err == nil && rw.writeErr == nil && rw.memoOn {
+		rw.h.memo.store(rw.host, rw.path, rw.qry, rw.etag, rw.stream.Matched())
+	}
+	return err
+}
+
+// mediaTypeOf returns the media type of a Content-Type value, without
+// parameters or surrounding space.
+func mediaTypeOf(ct string) string {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.TrimSpace(ct)
+}
+
+// bodyAllowed reports whether a response with this status has a body.
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+}
+
+// hostOnly strips the port from a Host header.
+func hostOnly(host string) string {
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
+		return host[:i]
+	}
+	return host
+}
