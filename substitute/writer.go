@@ -1,6 +1,7 @@
 package substitute
 
 import (
+	"bufio"
 	"io"
 	"net/http"
 	"strings"
@@ -35,6 +36,7 @@ type responseWriter struct {
 	vars engine.Vars // bound to lookupVar once, so no closure per request
 
 	stream *engine.Stream
+	out    *bufio.Writer // coalesces the engine's small writes
 	dec    *decoder
 	body   io.Writer // where body bytes go when substituting or copying
 
@@ -72,6 +74,9 @@ func (h *Handler) putWriter(rw *responseWriter) {
 	rw.req, rw.repl, rw.dec, rw.body = nil, nil, nil, nil
 	if rw.stream != nil {
 		rw.stream.Reset(nil, nil)
+	}
+	if rw.out != nil {
+		rw.out.Reset(nil) // drops what an aborted response left
 	}
 	rw.resetResponse()
 	rw.mayRetry = false
@@ -148,17 +153,25 @@ func (rw *responseWriter) WriteHeader(status int) {
 	}
 
 	rw.mode = substituting
-	if rw.stream == nil {
-		rw.stream = rw.h.set.NewStream(rw.ResponseWriter, rw.vars)
+	// The output goes through a buffer: the engine writes many small
+	// pieces, and encode (outside) decides whether to compress from the
+	// size of the first write, now that Content-Length is gone.
+	if rw.out == nil {
+		rw.out = bufio.NewWriterSize(rw.ResponseWriter, outBufferSize)
 	} else {
-		rw.stream.Reset(rw.ResponseWriter, rw.vars)
+		rw.out.Reset(rw.ResponseWriter)
+	}
+	if rw.stream == nil {
+		rw.stream = rw.h.set.NewStream(rw.out, rw.vars)
+	} else {
+		rw.stream.Reset(rw.out, rw.vars)
 	}
 	rw.body = rw.stream
 	if strong && rw.h.memo != nil {
 		rw.useMemo(etag)
 	}
 	if rw.mode == copying {
-		rw.body = rw.ResponseWriter
+		rw.body = rw.out
 	}
 	if enc != identity {
 		rw.dec = newDecoder(enc, rw.body)
@@ -206,6 +219,10 @@ func (rw *responseWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// outBufferSize is the size of the buffer between the engine and the
+// client: large enough for encode's minimum length and to save system calls.
+const outBufferSize = 16 << 10
+
 // writerOnly hides ReadFrom, so that io.Copy uses Write.
 type writerOnly struct{ io.Writer }
 
@@ -242,6 +259,11 @@ func (rw *responseWriter) FlushError() error {
 		if err := rw.stream.Flush(); err != nil {
 			return err
 		}
+		fallthrough
+	case copying:
+		if err := rw.out.Flush(); err != nil {
+			return err
+		}
 	}
 	//nolint:bodyclose // not a client response
 	return http.NewResponseController(rw.ResponseWriter).Flush()
@@ -262,11 +284,19 @@ func (rw *responseWriter) finish(abort bool) error {
 			rw.h.logger.Debug("decoding upstream body", zap.Error(err))
 		}
 	}
-	if rw.mode == copying || abort {
+	if abort {
 		return err
 	}
-	if cerr := rw.stream.Close(); err == nil {
-		err = cerr
+	if rw.mode == substituting {
+		if cerr := rw.stream.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if ferr := rw.out.Flush(); err == nil {
+		err = ferr
+	}
+	if rw.mode != substituting {
+		return err
 	}
 	if d := rw.stream.Dropped(); d > 0 {
 		metrics.dropped.Add(float64(d))
