@@ -1,0 +1,72 @@
+package substitute
+
+import (
+	"net/http"
+	"os"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// benchRules are the 10 rules (6 literal, 4 regex) of
+// integration/bench-substitute.sh.
+var benchRules = []Rule{
+	{Find: "https://doc.rust-lang.org", Replace: "https://docs.example.org"},
+	{Find: "<table>", Replace: `<table class="t">`},
+	{Find: "https://llvm.org", Replace: "https://llvm.example.org"},
+	{Find: "rustc", Replace: "RUSTC"},
+	{Find: "legacyWidget", Replace: "widget"},
+	{Find: "https://cdn.example.com/", Replace: "/static/"},
+	{Find: `https?://github\.com/([\w-]+)`, Regex: true, Replace: "https://git.example.com/$1"},
+	{Find: `\bwarning\b`, Regex: true, Replace: "WARN"},
+	{Find: `\bv(\d+)\.(\d+)\.(\d+)\b`, Regex: true, Replace: "v$1.$2.x"},
+	{Find: `campaign-[0-9a-f]{8}`, Regex: true, Replace: "campaign"},
+}
+
+// discardWriter is a client that costs nothing.
+type discardWriter struct{ hdr http.Header }
+
+func (d *discardWriter) Header() http.Header         { return d.hdr }
+func (d *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (d *discardWriter) WriteHeader(int)             {}
+
+// BenchmarkHandler runs the ~1 MB HTML page through the handler in the
+// 32 KiB chunks reverse_proxy writes, with the memo off (every body
+// scanned) and on (same strong ETag: scanned for the matching rules only).
+func BenchmarkHandler(b *testing.B) {
+	page, err := os.ReadFile("engine/testdata/rustc-book.html")
+	if err != nil {
+		b.Skip("no benchmark page:", err)
+	}
+	for _, memo := range []struct {
+		name string
+		memo int
+	}{{"memo=off", MemoOff}, {"memo=on", 0}} {
+		b.Run(memo.name, func(b *testing.B) {
+			h := provision(b, &Handler{Rules: benchRules, Memo: memo.memo})
+			next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+				w.Header().Set("Content-Type", "text/html; charset=utf-8")
+				w.Header().Set("Etag", `"v1"`)
+				w.WriteHeader(200)
+				for p := page; len(p) > 0; {
+					n := min(32<<10, len(p))
+					if _, err := w.Write(p[:n]); err != nil {
+						return err
+					}
+					p = p[n:]
+				}
+				return nil
+			})
+			r := request("GET", "/page.html")
+			w := &discardWriter{hdr: http.Header{}}
+			b.SetBytes(int64(len(page)))
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.hdr)
+				if err := h.ServeHTTP(w, r, next); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
