@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"regexp/syntax"
 )
 
@@ -57,7 +56,8 @@ type Set struct {
 	prog     nfa
 	dfa      *dfa
 	tmpl     []template
-	subRx    [][4]*regexp.Regexp // per rule using groups: [hasPrev<<1|hasNext]
+	caps     []*capProg // per rule whose replacement uses groups, else nil
+	maxCap   int        // largest capProg.ncap
 	varNames []string
 	all      Mask
 	full     [4]*state // start states with every rule active, by prevClass
@@ -94,7 +94,7 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 		prio:     opts.Priority,
 		maxMatch: opts.MaxMatch,
 		tmpl:     make([]template, len(rules)),
-		subRx:    make([][4]*regexp.Regexp, len(rules)),
+		caps:     make([]*capProg, len(rules)),
 		all:      NewMask(len(rules)),
 	}
 	c := &compiler{p: &s.prog, max: opts.MaxInstructions}
@@ -118,6 +118,7 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 			return fmt.Errorf("rule %d: %s %q: %s", i+1, kind, r.Pattern, fmt.Sprintf(format, args...))
 		}
 		var f frag
+		var parsed *syntax.Regexp
 		numGroups, names := 0, []string(nil)
 		if r.Literal {
 			if r.Pattern == "" {
@@ -130,6 +131,7 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 				return nil, fail("%v", err)
 			}
 			numGroups, names = re.MaxCap(), re.CapNames()
+			parsed = re
 			f = c.compile(re.Simplify())
 		}
 		m := c.emit(inst{op: opMatch})
@@ -146,21 +148,12 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 		}
 		s.tmpl[i] = t
 		if t.groups {
-			for v := range 4 {
-				pat := `\A`
-				if v&2 != 0 {
-					pat += `(?s:.)`
-				}
-				pat += `(?:` + r.Pattern + `)`
-				if v&1 != 0 {
-					pat += `(?s:.)`
-				}
-				rx, err := regexp.Compile(pat + `\z`)
-				if err != nil {
-					return nil, fail("%v", err)
-				}
-				s.subRx[i][v] = rx
+			cp, err := newCapProg(parsed)
+			if err != nil {
+				return nil, fail("%v", err)
 			}
+			s.caps[i] = cp
+			s.maxCap = max(s.maxCap, cp.ncap)
 		}
 	}
 	s.buildClasses()

@@ -42,6 +42,7 @@ type Stream struct {
 	bestLen  int   // length of the best match so far, -1 if none
 	bestRule int32 // its rule
 
+	idx      []int // submatch offsets
 	varVals  [][]byte
 	varKnown []uint8 // 0: not looked up yet, 1: value, 2: unknown
 }
@@ -60,6 +61,7 @@ func (s *Set) NewStream(dst io.Writer, vars Vars) *Stream {
 		hold:     make([]byte, 1, 1+s.maxMatch+holdSlack),
 		varVals:  make([][]byte, len(s.varNames)),
 		varKnown: make([]uint8, len(s.varNames)),
+		idx:      make([]int, s.maxCap),
 	}
 	st.Reset(dst, vars)
 	return st
@@ -350,43 +352,21 @@ func (st *Stream) writeString(s string) {
 	_, st.err = io.WriteString(st.dst, s)
 }
 
-// submatches returns the group offsets (in buf) of rule r's match buf[j:e]:
-// those of the leftmost-first parse of that text, computed by Go's regexp
-// with one byte of context on each side so that assertions see what the
-// automaton saw.
+// submatches returns the group offsets (in buf) of rule r's match buf[j:e],
+// or nil.
 func (st *Stream) submatches(buf []byte, start, j, e, r int) []int {
-	prev := st.prevByte(buf, start, j)
-	hasPrev, hasNext := prev >= 0, e < len(buf)
-	v := 0
-	if hasPrev {
-		v |= 2
+	next := -1
+	if e < len(buf) {
+		next = int(buf[e])
 	}
-	if hasNext {
-		v |= 1
-	}
-	rx := st.set.subRx[r][v]
-	lo, hi := j, e
-	if hasNext {
-		hi++
-	}
-	var idx []int
-	switch {
-	case !hasPrev:
-		idx = rx.FindSubmatchIndex(buf[lo:hi])
-	case j > start || start == 1: // buf[j-1] is the previous byte
-		lo--
-		idx = rx.FindSubmatchIndex(buf[lo:hi])
-	default: // the previous byte is not in buf (rare): copy
-		text := append([]byte{byte(prev)}, buf[j:hi]...)
-		lo--
-		idx = rx.FindSubmatchIndex(text)
-	}
-	if idx == nil {
-		return nil
+	cp := st.set.caps[r]
+	idx := st.idx[:cp.ncap]
+	if !cp.submatch(idx, buf[j:e], st.prevByte(buf, start, j), next) {
+		return nil // cannot happen: the DFA matched this text
 	}
 	for i := range idx {
 		if idx[i] >= 0 {
-			idx[i] += lo
+			idx[i] += j
 		}
 	}
 	return idx
