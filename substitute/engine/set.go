@@ -165,7 +165,7 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 	}
 	s.dfa = newDFA(&s.prog, s.prio == First, &s.classes, rep, opts.CacheSize)
 	// The cache must hold a few of the largest possible states.
-	if need := 8 * s.dfa.stateSize(len(s.prog.insts)); need > opts.CacheSize {
+	if need := 4 * s.dfa.stateSize(len(s.prog.insts)); need > opts.CacheSize {
 		return nil, fmt.Errorf("rule %d: rule set too large: its DFA states need more than the %d-byte cache", len(rules), opts.CacheSize)
 	}
 	if err := s.checkEmpty(); err != nil {
