@@ -65,8 +65,9 @@ type Set struct {
 
 	// Prefilter: a match can only start at i if (b[i], b[i+1]) is in pair,
 	// or, for the last byte available, if b[i] is in first.
-	first [256]bool
-	pair  [65536]uint8 // indexed by b[i] | b[i+1]<<8
+	first  [256]bool
+	pair   [65536]uint8 // indexed by b[i] | b[i+1]<<8
+	triple [65536]uint8 // indexed by tripleHash(b[i], b[i+1], b[i+2])
 }
 
 // Compile compiles rules into a Set. It refuses, naming the rule (1-based),
@@ -238,7 +239,8 @@ func (s *Set) checkEmpty() error {
 
 // buildPrefilter computes the byte pairs that can begin a match: b1 leaves
 // some start state alive, and b2 then either keeps it alive or completes a
-// one-byte match.
+// one-byte match; and likewise the byte triples (hashed, so the table may
+// let through triples that cannot match, never the reverse).
 func (s *Set) buildPrefilter() {
 	d := s.dfa
 	nc := len(d.classRep)
@@ -271,10 +273,48 @@ func (s *Set) buildPrefilter() {
 					row[c2] = len(t2.pcs) > 0 || t2.match >= 0
 				}
 			}
+			s.addTriples(t1, members[c1], members)
 			for _, b1 := range members[c1] {
 				for b2 := range 256 {
 					if row[s.classes[b2]] {
 						s.pair[uint16(b1)|uint16(b2)<<8] = 1
+					}
+				}
+			}
+		}
+	}
+}
+
+// addTriples marks the triples b1 b2 b3 (b1 in first, which leads to t1)
+// that can begin a match.
+func (s *Set) addTriples(t1 *state, first []byte, members [][]byte) {
+	d := s.dfa
+	nc := len(d.classRep)
+	for c2 := range nc {
+		t2 := t1.next[c2].Load()
+		if t2 == nil {
+			t2 = d.next(t1, c2)
+		}
+		if t2.match < 0 && len(t2.pcs) == 0 {
+			continue
+		}
+		var ok [256]bool
+		for c3 := range nc {
+			if t2.match >= 0 {
+				ok[c3] = true // a one-byte match: any third byte
+				continue
+			}
+			t3 := t2.next[c3].Load()
+			if t3 == nil {
+				t3 = d.next(t2, c3)
+			}
+			ok[c3] = len(t3.pcs) > 0 || t3.match >= 0
+		}
+		for _, b1 := range first {
+			for _, b2 := range members[c2] {
+				for b3 := range 256 {
+					if ok[s.classes[b3]] {
+						s.triple[tripleHash(b1, b2, byte(b3))] = 1
 					}
 				}
 			}

@@ -393,23 +393,39 @@ func (st *Stream) lookup(p part) []byte {
 
 // candidate returns the first index >= i where a match may start, or
 // len(buf). It looks at eight bytes at a time: seven overlapping byte pairs,
-// each checked against the pair table, are tested with one branch.
+// each checked against the pair table, are tested with one branch; a hit is
+// confirmed with the table of byte triples.
 func (s *Set) candidate(buf []byte, i int, final bool) int {
-	t := &s.pair
-	for ; i+8 <= len(buf); i += 7 {
-		w := binary.LittleEndian.Uint64(buf[i:])
-		if t[uint16(w)]|t[uint16(w>>8)]|t[uint16(w>>16)]|t[uint16(w>>24)]|
-			t[uint16(w>>32)]|t[uint16(w>>40)]|t[uint16(w>>48)] != 0 {
+	n := len(buf)
+	p := &s.pair
+	for {
+		for ; i+8 <= n; i += 7 {
+			w := binary.LittleEndian.Uint64(buf[i:])
+			if p[uint16(w)]|p[uint16(w>>8)]|p[uint16(w>>16)]|p[uint16(w>>24)]|
+				p[uint16(w>>32)]|p[uint16(w>>40)]|p[uint16(w>>48)] != 0 {
+				break
+			}
+		}
+		stop := n - 1
+		if i+8 <= n {
+			stop = i + 7 // the hit is at one of i..i+6
+		}
+		for ; i < stop; i++ {
+			if p[uint16(buf[i])|uint16(buf[i+1])<<8] != 0 &&
+				(i+2 >= n || s.triple[tripleHash(buf[i], buf[i+1], buf[i+2])] != 0) {
+				return i
+			}
+		}
+		if stop == n-1 {
 			break
 		}
 	}
-	for ; i+1 < len(buf); i++ {
-		if t[uint16(buf[i])|uint16(buf[i+1])<<8] != 0 {
-			return i
-		}
-	}
-	if i < len(buf) && s.first[buf[i]] {
+	if i < n && s.first[buf[i]] {
 		return i
 	}
-	return len(buf)
+	return n
+}
+
+func tripleHash(a, b, c byte) uint16 {
+	return uint16((uint32(a) | uint32(b)<<8 | uint32(c)<<16) * 0x9E3779B1 >> 16)
 }
