@@ -314,7 +314,7 @@ func (s *Set) addTriples(t1 *state, first []byte, members [][]byte) {
 			for _, b2 := range members[c2] {
 				for b3 := range 256 {
 					if ok[s.classes[b3]] {
-						s.triple[tripleHash(b1, b2, byte(b3))] = 1
+						s.triple[tripleHash(uint32(b1)|uint32(b2)<<8|uint32(b3)<<16)] = 1
 					}
 				}
 			}

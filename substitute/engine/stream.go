@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"io"
 )
 
@@ -392,32 +393,35 @@ func (st *Stream) lookup(p part) []byte {
 }
 
 // candidate returns the first index >= i where a match may start, or
-// len(buf). It looks at eight bytes at a time: seven overlapping byte pairs,
-// each checked against the pair table, are tested with one branch; a hit is
-// confirmed with the table of byte triples.
+// len(buf). It reads eight bytes at a time and looks up the seven byte
+// pairs they hold in the pair table; the positions that hit are confirmed
+// with the triple table before the DFA is started.
 func (s *Set) candidate(buf []byte, i int, final bool) int {
 	n := len(buf)
-	p := &s.pair
-	for {
-		for ; i+8 <= n; i += 7 {
-			w := binary.LittleEndian.Uint64(buf[i:])
-			if p[uint16(w)]|p[uint16(w>>8)]|p[uint16(w>>16)]|p[uint16(w>>24)]|
-				p[uint16(w>>32)]|p[uint16(w>>40)]|p[uint16(w>>48)] != 0 {
-				break
+	p, t := &s.pair, &s.triple
+	for ; i+8 <= n; i += 7 {
+		w := binary.LittleEndian.Uint64(buf[i:])
+		if p[uint16(w)]|p[uint16(w>>8)]|p[uint16(w>>16)]|p[uint16(w>>24)]|
+			p[uint16(w>>32)]|p[uint16(w>>40)]|p[uint16(w>>48)] == 0 {
+			continue
+		}
+		m := p[uint16(w)] | p[uint16(w>>8)]<<1 | p[uint16(w>>16)]<<2 | p[uint16(w>>24)]<<3 |
+			p[uint16(w>>32)]<<4 | p[uint16(w>>40)]<<5 | p[uint16(w>>48)]<<6
+		for ; m != 0; m &= m - 1 {
+			k := bits.TrailingZeros8(m)
+			if k < 6 {
+				if t[tripleHash(uint32(w>>(8*k)))] != 0 {
+					return i + k
+				}
+			} else if i+8 >= n || t[tripleHash(uint32(w>>48)|uint32(buf[i+8])<<16)] != 0 {
+				return i + k
 			}
 		}
-		stop := n - 1
-		if i+8 <= n {
-			stop = i + 7 // the hit is at one of i..i+6
-		}
-		for ; i < stop; i++ {
-			if p[uint16(buf[i])|uint16(buf[i+1])<<8] != 0 &&
-				(i+2 >= n || s.triple[tripleHash(buf[i], buf[i+1], buf[i+2])] != 0) {
-				return i
-			}
-		}
-		if stop == n-1 {
-			break
+	}
+	for ; i+1 < n; i++ {
+		if p[uint16(buf[i])|uint16(buf[i+1])<<8] != 0 &&
+			(i+2 >= n || t[tripleHash(uint32(buf[i])|uint32(buf[i+1])<<8|uint32(buf[i+2])<<16)] != 0) {
+			return i
 		}
 	}
 	if i < n && s.first[buf[i]] {
@@ -426,6 +430,8 @@ func (s *Set) candidate(buf []byte, i int, final bool) int {
 	return n
 }
 
-func tripleHash(a, b, c byte) uint16 {
-	return uint16((uint32(a) | uint32(b)<<8 | uint32(c)<<16) * 0x9E3779B1 >> 16)
+// tripleHash hashes the three low bytes of x (the higher byte is ignored).
+func tripleHash(x uint32) uint16 {
+	x &= 0xFFFFFF
+	return uint16(x ^ x>>11)
 }
