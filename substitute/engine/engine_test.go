@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -271,8 +273,8 @@ func randVars(name string) (string, bool) {
 // rule sets and bodies, in one write and in random chunkings down to 1 byte.
 func TestAgainstReference(t *testing.T) {
 	iters := 4000
-	if testing.Short() {
-		iters = 800
+	if testing.Short() || raceEnabled {
+		iters = 500
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for it := range iters {
@@ -287,7 +289,16 @@ func checkOne(t *testing.T, rules []Rule, prio Priority, input []byte, rng *rand
 	t.Helper()
 	want := reference(rules, prio, randVars, input)
 	for _, maxMatch := range []int{0, 1 + rng.IntN(6)} {
-		s, err := Compile(rules, Options{Priority: prio, MaxMatch: maxMatch})
+		// A tiny DFA cache now and then: it is emptied over and over while
+		// streams run, which must not change any output.
+		cache := 0
+		if rng.IntN(4) == 0 {
+			cache = 1 << 16
+		}
+		s, err := Compile(rules, Options{Priority: prio, MaxMatch: maxMatch, CacheSize: cache})
+		if err != nil && cache != 0 { // too large for the tiny cache
+			s, err = Compile(rules, Options{Priority: prio, MaxMatch: maxMatch})
+		}
 		if err != nil {
 			t.Fatalf("#%d: %v", it, err)
 		}
@@ -310,5 +321,71 @@ func checkOne(t *testing.T, rules []Rule, prio Priority, input []byte, rng *rand
 				t.Fatalf("#%d rules %+v prio %d max %d input %q chunks %v:\n got %q\nwant %q", it, rules, prio, maxMatch, input, chunks, got, whole)
 			}
 		}
+	}
+}
+
+// TestCacheResets: with a DFA cache too small for the rule set, the cache is
+// emptied again and again, memory stays bounded and the output is unchanged.
+func TestCacheResets(t *testing.T) {
+	data, err := os.ReadFile("testdata/rustc-book.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = data[:200_000]
+	rules := benchRules(50)
+	big := mustCompile(t, rules, Options{})
+	want, _, err := run(big, nil, data, []int{4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := mustCompile(t, rules, Options{CacheSize: 1 << 16})
+	before := small.CacheResets()
+	got, _, err := run(small, nil, data, []int{4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("output differs with a small DFA cache")
+	}
+	if small.CacheResets() == before {
+		t.Fatal("the small cache was never reset; the test does not exercise resets")
+	}
+	if small.dfa.size > 1<<16 {
+		t.Fatalf("cache holds %d bytes, limit %d", small.dfa.size, 1<<16)
+	}
+}
+
+// TestConcurrentStreams: streams of one Set run in parallel (go test -race
+// checks the shared DFA cache) and each gets the output of a lone stream.
+func TestConcurrentStreams(t *testing.T) {
+	data, err := os.ReadFile("testdata/react-dom.development.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = data[:100_000]
+	s := mustCompile(t, benchRules(50), Options{CacheSize: 1 << 19})
+	want, _, err := run(mustCompile(t, benchRules(50), Options{}), nil, data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, _, err := run(s, nil, data, []int{1 + 977*g, 13})
+			if err == nil && !bytes.Equal(got, want) {
+				err = fmt.Errorf("stream %d: output differs", g)
+			}
+			if err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"regexp"
+	"regexp/syntax"
 	"unicode/utf8"
 )
 
@@ -20,6 +21,13 @@ func reference(rules []Rule, prio Priority, vars Vars, input []byte) []byte {
 		pat := r.Pattern
 		if r.Literal {
 			pat = regexp.QuoteMeta(pat)
+		} else {
+			// Canonical form, safe to wrap (\Q without \E is not).
+			re, err := syntax.Parse(pat, syntax.Perl)
+			if err != nil {
+				panic(err)
+			}
+			pat = re.String()
 		}
 		rs[i].atStart = regexp.MustCompile(`\A(?:` + pat + `)`)
 		rs[i].after = regexp.MustCompile(`\A(?s:.)(?:` + pat + `)`)

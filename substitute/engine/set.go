@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"regexp/syntax"
 )
 
@@ -57,7 +56,8 @@ type Set struct {
 	prog     nfa
 	dfa      *dfa
 	tmpl     []template
-	subRx    [][4]*regexp.Regexp // per rule using groups: [hasPrev<<1|hasNext]
+	caps     []*capProg // per rule whose replacement uses groups, else nil
+	maxCap   int        // largest capProg.ncap
 	varNames []string
 	all      Mask
 	full     [4]*state // start states with every rule active, by prevClass
@@ -65,8 +65,9 @@ type Set struct {
 
 	// Prefilter: a match can only start at i if (b[i], b[i+1]) is in pair,
 	// or, for the last byte available, if b[i] is in first.
-	first [256]bool
-	pair  [65536]uint8 // indexed by b[i] | b[i+1]<<8
+	first  [256]bool
+	pair   [65536]uint8 // indexed by b[i] | b[i+1]<<8
+	triple [65536]uint8 // indexed by tripleHash(b[i], b[i+1], b[i+2])
 }
 
 // Compile compiles rules into a Set. It refuses, naming the rule (1-based),
@@ -94,7 +95,7 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 		prio:     opts.Priority,
 		maxMatch: opts.MaxMatch,
 		tmpl:     make([]template, len(rules)),
-		subRx:    make([][4]*regexp.Regexp, len(rules)),
+		caps:     make([]*capProg, len(rules)),
 		all:      NewMask(len(rules)),
 	}
 	c := &compiler{p: &s.prog, max: opts.MaxInstructions}
@@ -118,6 +119,7 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 			return fmt.Errorf("rule %d: %s %q: %s", i+1, kind, r.Pattern, fmt.Sprintf(format, args...))
 		}
 		var f frag
+		var parsed *syntax.Regexp
 		numGroups, names := 0, []string(nil)
 		if r.Literal {
 			if r.Pattern == "" {
@@ -130,6 +132,7 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 				return nil, fail("%v", err)
 			}
 			numGroups, names = re.MaxCap(), re.CapNames()
+			parsed = re
 			f = c.compile(re.Simplify())
 		}
 		m := c.emit(inst{op: opMatch})
@@ -146,21 +149,12 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 		}
 		s.tmpl[i] = t
 		if t.groups {
-			for v := range 4 {
-				pat := `\A`
-				if v&2 != 0 {
-					pat += `(?s:.)`
-				}
-				pat += `(?:` + r.Pattern + `)`
-				if v&1 != 0 {
-					pat += `(?s:.)`
-				}
-				rx, err := regexp.Compile(pat + `\z`)
-				if err != nil {
-					return nil, fail("%v", err)
-				}
-				s.subRx[i][v] = rx
+			cp, err := newCapProg(parsed)
+			if err != nil {
+				return nil, fail("%v", err)
 			}
+			s.caps[i] = cp
+			s.maxCap = max(s.maxCap, cp.ncap)
 		}
 	}
 	s.buildClasses()
@@ -172,7 +166,7 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 	}
 	s.dfa = newDFA(&s.prog, s.prio == First, &s.classes, rep, opts.CacheSize)
 	// The cache must hold a few of the largest possible states.
-	if need := 8 * s.dfa.stateSize(len(s.prog.insts)); need > opts.CacheSize {
+	if need := 4 * s.dfa.stateSize(len(s.prog.insts)); need > opts.CacheSize {
 		return nil, fmt.Errorf("rule %d: rule set too large: its DFA states need more than the %d-byte cache", len(rules), opts.CacheSize)
 	}
 	if err := s.checkEmpty(); err != nil {
@@ -245,7 +239,8 @@ func (s *Set) checkEmpty() error {
 
 // buildPrefilter computes the byte pairs that can begin a match: b1 leaves
 // some start state alive, and b2 then either keeps it alive or completes a
-// one-byte match.
+// one-byte match; and likewise the byte triples (hashed, so the table may
+// let through triples that cannot match, never the reverse).
 func (s *Set) buildPrefilter() {
 	d := s.dfa
 	nc := len(d.classRep)
@@ -278,10 +273,48 @@ func (s *Set) buildPrefilter() {
 					row[c2] = len(t2.pcs) > 0 || t2.match >= 0
 				}
 			}
+			s.addTriples(t1, members[c1], members)
 			for _, b1 := range members[c1] {
 				for b2 := range 256 {
 					if row[s.classes[b2]] {
 						s.pair[uint16(b1)|uint16(b2)<<8] = 1
+					}
+				}
+			}
+		}
+	}
+}
+
+// addTriples marks the triples b1 b2 b3 (b1 in first, which leads to t1)
+// that can begin a match.
+func (s *Set) addTriples(t1 *state, first []byte, members [][]byte) {
+	d := s.dfa
+	nc := len(d.classRep)
+	for c2 := range nc {
+		t2 := t1.next[c2].Load()
+		if t2 == nil {
+			t2 = d.next(t1, c2)
+		}
+		if t2.match < 0 && len(t2.pcs) == 0 {
+			continue
+		}
+		var ok [256]bool
+		for c3 := range nc {
+			if t2.match >= 0 {
+				ok[c3] = true // a one-byte match: any third byte
+				continue
+			}
+			t3 := t2.next[c3].Load()
+			if t3 == nil {
+				t3 = d.next(t2, c3)
+			}
+			ok[c3] = len(t3.pcs) > 0 || t3.match >= 0
+		}
+		for _, b1 := range first {
+			for _, b2 := range members[c2] {
+				for b3 := range 256 {
+					if ok[s.classes[b3]] {
+						s.triple[tripleHash(uint32(b1)|uint32(b2)<<8|uint32(b3)<<16)] = 1
 					}
 				}
 			}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"io"
 )
 
@@ -42,6 +43,7 @@ type Stream struct {
 	bestLen  int   // length of the best match so far, -1 if none
 	bestRule int32 // its rule
 
+	idx      []int // submatch offsets
 	varVals  [][]byte
 	varKnown []uint8 // 0: not looked up yet, 1: value, 2: unknown
 }
@@ -60,6 +62,7 @@ func (s *Set) NewStream(dst io.Writer, vars Vars) *Stream {
 		hold:     make([]byte, 1, 1+s.maxMatch+holdSlack),
 		varVals:  make([][]byte, len(s.varNames)),
 		varKnown: make([]uint8, len(s.varNames)),
+		idx:      make([]int, s.maxCap),
 	}
 	st.Reset(dst, vars)
 	return st
@@ -350,43 +353,21 @@ func (st *Stream) writeString(s string) {
 	_, st.err = io.WriteString(st.dst, s)
 }
 
-// submatches returns the group offsets (in buf) of rule r's match buf[j:e]:
-// those of the leftmost-first parse of that text, computed by Go's regexp
-// with one byte of context on each side so that assertions see what the
-// automaton saw.
+// submatches returns the group offsets (in buf) of rule r's match buf[j:e],
+// or nil.
 func (st *Stream) submatches(buf []byte, start, j, e, r int) []int {
-	prev := st.prevByte(buf, start, j)
-	hasPrev, hasNext := prev >= 0, e < len(buf)
-	v := 0
-	if hasPrev {
-		v |= 2
+	next := -1
+	if e < len(buf) {
+		next = int(buf[e])
 	}
-	if hasNext {
-		v |= 1
-	}
-	rx := st.set.subRx[r][v]
-	lo, hi := j, e
-	if hasNext {
-		hi++
-	}
-	var idx []int
-	switch {
-	case !hasPrev:
-		idx = rx.FindSubmatchIndex(buf[lo:hi])
-	case j > start || start == 1: // buf[j-1] is the previous byte
-		lo--
-		idx = rx.FindSubmatchIndex(buf[lo:hi])
-	default: // the previous byte is not in buf (rare): copy
-		text := append([]byte{byte(prev)}, buf[j:hi]...)
-		lo--
-		idx = rx.FindSubmatchIndex(text)
-	}
-	if idx == nil {
-		return nil
+	cp := st.set.caps[r]
+	idx := st.idx[:cp.ncap]
+	if !cp.submatch(idx, buf[j:e], st.prevByte(buf, start, j), next) {
+		return nil // cannot happen: the DFA matched this text
 	}
 	for i := range idx {
 		if idx[i] >= 0 {
-			idx[i] += lo
+			idx[i] += j
 		}
 	}
 	return idx
@@ -412,24 +393,45 @@ func (st *Stream) lookup(p part) []byte {
 }
 
 // candidate returns the first index >= i where a match may start, or
-// len(buf). It looks at eight bytes at a time: seven overlapping byte pairs,
-// each checked against the pair table, are tested with one branch.
+// len(buf). It reads eight bytes at a time and looks up the seven byte
+// pairs they hold in the pair table; the positions that hit are confirmed
+// with the triple table before the DFA is started.
 func (s *Set) candidate(buf []byte, i int, final bool) int {
-	t := &s.pair
-	for ; i+8 <= len(buf); i += 7 {
+	n := len(buf)
+	p, t := &s.pair, &s.triple
+	for ; i+8 <= n; i += 7 {
 		w := binary.LittleEndian.Uint64(buf[i:])
-		if t[uint16(w)]|t[uint16(w>>8)]|t[uint16(w>>16)]|t[uint16(w>>24)]|
-			t[uint16(w>>32)]|t[uint16(w>>40)]|t[uint16(w>>48)] != 0 {
-			break
+		if p[uint16(w)]|p[uint16(w>>8)]|p[uint16(w>>16)]|p[uint16(w>>24)]|
+			p[uint16(w>>32)]|p[uint16(w>>40)]|p[uint16(w>>48)] == 0 {
+			continue
+		}
+		m := p[uint16(w)] | p[uint16(w>>8)]<<1 | p[uint16(w>>16)]<<2 | p[uint16(w>>24)]<<3 |
+			p[uint16(w>>32)]<<4 | p[uint16(w>>40)]<<5 | p[uint16(w>>48)]<<6
+		for ; m != 0; m &= m - 1 {
+			k := bits.TrailingZeros8(m)
+			if k < 6 {
+				if t[tripleHash(uint32(w>>(8*k)))] != 0 {
+					return i + k
+				}
+			} else if i+8 >= n || t[tripleHash(uint32(w>>48)|uint32(buf[i+8])<<16)] != 0 {
+				return i + k
+			}
 		}
 	}
-	for ; i+1 < len(buf); i++ {
-		if t[uint16(buf[i])|uint16(buf[i+1])<<8] != 0 {
+	for ; i+1 < n; i++ {
+		if p[uint16(buf[i])|uint16(buf[i+1])<<8] != 0 &&
+			(i+2 >= n || t[tripleHash(uint32(buf[i])|uint32(buf[i+1])<<8|uint32(buf[i+2])<<16)] != 0) {
 			return i
 		}
 	}
-	if i < len(buf) && s.first[buf[i]] {
+	if i < n && s.first[buf[i]] {
 		return i
 	}
-	return len(buf)
+	return n
+}
+
+// tripleHash hashes the three low bytes of x (the higher byte is ignored).
+func tripleHash(x uint32) uint16 {
+	x &= 0xFFFFFF
+	return uint16(x ^ x>>11)
 }
