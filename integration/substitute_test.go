@@ -437,6 +437,10 @@ func TestSubstitute(t *testing.T) {
 		if resp.StatusCode != 206 || body != string(env.video[:10]) {
 			t.Errorf("h3 video range: %d %q", resp.StatusCode, body)
 		}
+		resp, body = get(t, h3, c.HTTPSURL("/rp/page.html"), map[string]string{"Range": "bytes=0-9"})
+		if resp.StatusCode != 200 || body != want {
+			t.Errorf("h3 page range: %d, %d bytes, want the whole substituted 200", resp.StatusCode, len(body))
+		}
 		resp, body = get(t, client, c.HTTPSURL("/rp/page.html"), nil)
 		if resp.ProtoMajor != 2 || body != want {
 			t.Errorf("h2: %s, %d bytes", resp.Proto, len(body))

@@ -17,7 +17,7 @@ import (
 // keep working. If the answer is a 206 of a substitutable type (or a
 // multipart/byteranges one, which may hide any type), its body is
 // discarded and the request is sent again without Range and If-Range: the
-// client gets the full substituted 200. Only body-less GETs are sent again;
+// client gets the full substituted 200. Only GETs without a body are sent again;
 // otherwise such a 206 becomes a 502, never an unsubstituted fragment.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	if r.Method == http.MethodHead || r.Method == http.MethodConnect {
@@ -28,7 +28,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	defer h.putWriter(rw)
 
 	var saved http.Header
-	if r.Method == http.MethodGet && r.ContentLength == 0 && len(r.Header["Range"]) > 0 {
+	// A GET without a body can be sent again. HTTP/3 reports an unknown
+	// length (-1) for every request without Content-Length.
+	if r.Method == http.MethodGet && r.ContentLength <= 0 && len(r.TransferEncoding) == 0 && len(r.Header["Range"]) > 0 {
 		rw.mayRetry = true
 		saved = w.Header().Clone() // what outer handlers set, for the retry
 	}
