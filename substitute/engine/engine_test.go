@@ -274,7 +274,7 @@ func randVars(name string) (string, bool) {
 func TestAgainstReference(t *testing.T) {
 	iters := 4000
 	if testing.Short() || raceEnabled {
-		iters = 500
+		iters = 400
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for it := range iters {

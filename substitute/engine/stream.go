@@ -2,8 +2,8 @@ package engine
 
 import (
 	"encoding/binary"
-	"math/bits"
 	"io"
+	"math/bits"
 )
 
 // Vars resolves a {name} placeholder of a replacement. A nil Vars, or ok
