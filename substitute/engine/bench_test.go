@@ -182,3 +182,21 @@ func TestSteadyStateAllocs(t *testing.T) {
 		t.Errorf("%v allocations per body, want 0", allocs)
 	}
 }
+
+// BenchmarkWorstCase shows the cost of the anchored design on a hostile
+// body: every "<a " starts an attempt of `<a [^>]*>` that runs MaxMatch
+// bytes before it is dropped, so the work is body size times MaxMatch.
+func BenchmarkWorstCase(b *testing.B) {
+	data := []byte(strings.Repeat("<a ", 64<<10/3))
+	for _, maxMatch := range []int{1 << 10, DefaultMaxMatch} {
+		b.Run(fmt.Sprintf("max_match=%d", maxMatch), func(b *testing.B) {
+			s := mustCompile(b, []Rule{rx(`<a [^>]*>`, "")}, Options{MaxMatch: maxMatch})
+			st := s.NewStream(io.Discard, nil)
+			b.SetBytes(int64(len(data)))
+			for range b.N {
+				st.Reset(io.Discard, nil)
+				streamOnce(st, data)
+			}
+		})
+	}
+}

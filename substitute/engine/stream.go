@@ -235,39 +235,54 @@ func (st *Stream) startState(pc int) *state {
 	return st.starts[pc]
 }
 
-// advance feeds the running attempt anchored at buf[j]. It reports whether
-// the attempt is resolved (st.bestLen then holds the winner, or -1).
-func (st *Stream) advance(buf []byte, j int, final bool) bool {
+// Why a DFA run stopped.
+const (
+	runDead    = iota // no thread left: the attempt is resolved
+	runLimit          // threads alive after MaxMatch+1 bytes
+	runStarved        // out of input
+)
+
+// runDFA runs the attempt anchored at buf[j] from state t over buf[k:],
+// recording its best match in st.bestLen and st.bestRule.
+func (st *Stream) runDFA(t *state, buf []byte, j, k int) (*state, int) {
 	s := st.set
-	d := s.dfa
-	t := st.runState
 	limit := j + s.maxMatch // the last byte the attempt may consume
-	for k := j + st.runLen; k < len(buf); k++ {
+	for ; k < len(buf); k++ {
 		c := int(s.classes[buf[k]])
 		n := t.next[c].Load()
 		if n == nil {
-			n = d.next(t, c)
+			n = s.dfa.next(t, c)
 		}
 		t = n
 		if t.match >= 0 {
 			st.bestLen, st.bestRule = k-j, t.match
 		}
 		if len(t.pcs) == 0 {
-			return true
+			return t, runDead
 		}
 		if k == limit {
-			st.drop(buf, j, t)
-			return true
+			return t, runLimit
 		}
 	}
-	if final {
-		if m := d.eofMatch(t); m >= 0 {
+	return t, runStarved
+}
+
+// advance feeds the running attempt anchored at buf[j]. It reports whether
+// the attempt is resolved (st.bestLen then holds the winner, or -1).
+func (st *Stream) advance(buf []byte, j int, final bool) bool {
+	t, why := st.runDFA(st.runState, buf, j, j+st.runLen)
+	switch {
+	case why == runLimit:
+		st.drop(buf, j, t)
+	case why == runStarved && final:
+		if m := st.set.dfa.eofMatch(t); m >= 0 {
 			st.bestLen, st.bestRule = len(buf)-j, m
 		}
-		return true
+	case why == runStarved:
+		st.runState, st.runLen = t, len(buf)-j
+		return false
 	}
-	st.runState, st.runLen = t, len(buf)-j
-	return false
+	return true
 }
 
 // drop handles an attempt still alive after MaxMatch bytes: the rules with
@@ -275,11 +290,9 @@ func (st *Stream) advance(buf []byte, j int, final bool) bool {
 // without them. This is the slow path; it needs no more input.
 func (st *Stream) drop(buf []byte, j int, t *state) {
 	s := st.set
-	d := s.dfa
 	rest := st.scratch
 	copy(rest, st.active)
-	prev := st.runPrev
-	for {
+	for why := runLimit; why == runLimit; {
 		for _, pc := range t.pcs {
 			if r := int(s.prog.insts[pc].rule); rest.Has(r) {
 				rest.Remove(r)
@@ -290,24 +303,7 @@ func (st *Stream) drop(buf []byte, j int, t *state) {
 		if rest.Empty() {
 			return
 		}
-		t = d.start(rest, prev, false)
-		for k := j; ; k++ {
-			c := int(s.classes[buf[k]])
-			n := t.next[c].Load()
-			if n == nil {
-				n = d.next(t, c)
-			}
-			t = n
-			if t.match >= 0 {
-				st.bestLen, st.bestRule = k-j, t.match
-			}
-			if len(t.pcs) == 0 {
-				return
-			}
-			if k == j+s.maxMatch {
-				break
-			}
-		}
+		t, why = st.runDFA(s.dfa.start(rest, st.runPrev, false), buf, j, j)
 	}
 }
 
