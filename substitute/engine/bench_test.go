@@ -138,7 +138,7 @@ func streamOnce(st *Stream, data []byte) {
 func (st *Stream) memSize() int {
 	n := int(unsafe.Sizeof(*st)) + cap(st.hold)
 	n += 8 * (cap(st.active) + cap(st.matched) + cap(st.scratch))
-	n += int(unsafe.Sizeof([]byte(nil)))*cap(st.varVals) + cap(st.varKnown) + 8*cap(st.idx)
+	n += int(unsafe.Sizeof([]byte(nil)))*cap(st.varVals) + cap(st.varKnown) + 8*cap(st.idx) + int(unsafe.Sizeof(checkpoint{}))*cap(st.memo)
 	for _, v := range st.varVals {
 		n += cap(v)
 	}

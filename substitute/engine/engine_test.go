@@ -302,6 +302,9 @@ func checkOne(t *testing.T, rules []Rule, prio Priority, input []byte, rng *rand
 		if err != nil {
 			t.Fatalf("#%d: %v", it, err)
 		}
+		// Checkpoints every 1, 2 or 4 bytes, so short bodies exercise them.
+		s.memoStride = 1 << rng.IntN(3)
+		s.memoSlots = s.maxMatch/s.memoStride + 2
 		whole, st, err := run(s, randVars, input, nil)
 		if err != nil {
 			t.Fatal(err)

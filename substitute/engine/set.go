@@ -56,12 +56,15 @@ type Set struct {
 	prog     nfa
 	dfa      *dfa
 	tmpl     []template
-	caps     []*capProg // per rule whose replacement uses groups, else nil
-	maxCap   int        // largest capProg.ncap
-	varNames []string
-	all      Mask
-	full     [4]*state // start states with every rule active, by prevClass
-	classes  [256]uint8
+	// Checkpoints of failed attempts (see checkpoint): every memoStride
+	// bytes (a power of two), in a ring of memoSlots.
+	memoStride, memoSlots int
+	caps                  []*capProg // per rule whose replacement uses groups, else nil
+	maxCap                int        // largest capProg.ncap
+	varNames              []string
+	all                   Mask
+	full                  [4]*state // start states with every rule active, by prevClass
+	classes               [256]uint8
 
 	// Prefilter: a match can only start at i if (b[i], b[i+1]) is in pair,
 	// or, for the last byte available, if b[i] is in first.
@@ -176,6 +179,11 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 		s.full[p] = s.dfa.start(s.all, p, true)
 	}
 	s.buildPrefilter()
+	s.memoStride = 64
+	for s.maxMatch/s.memoStride > 64 {
+		s.memoStride *= 2
+	}
+	s.memoSlots = s.maxMatch/s.memoStride + 2
 	return s, nil
 }
 
