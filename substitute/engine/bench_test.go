@@ -200,3 +200,28 @@ func BenchmarkWorstCase(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPrefilter measures the candidate scan alone (no DFA, no output).
+func BenchmarkPrefilter(b *testing.B) {
+	for _, body := range benchBodies {
+		data, err := os.ReadFile(body.file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range []int{1, 10, 200} {
+			s := mustCompile(b, benchRules(n), Options{})
+			b.Run(fmt.Sprintf("%s/rules=%d", body.name, n), func(b *testing.B) {
+				b.SetBytes(int64(len(data)))
+				cpu0 := cpuTime()
+				for range b.N {
+					for i := 0; ; i++ {
+						if i = s.candidate(data, i, true); i >= len(data) {
+							break
+						}
+					}
+				}
+				reportCPU(b, cpuTime()-cpu0, len(data))
+			})
+		}
+	}
+}
