@@ -392,3 +392,38 @@ func TestConcurrentStreams(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestEmitsEagerly: after each Write, everything that cannot be part of a
+// match is already in dst (what Flush promises, and what server-sent events
+// need); only a live candidate is held back.
+func TestEmitsEagerly(t *testing.T) {
+	s := mustCompile(t, []Rule{rx("abcd|ab", "X"), lit("hello", "bye")}, Options{})
+	var buf bytes.Buffer
+	st := s.NewStream(&buf, nil)
+	steps := []struct{ write, want string }{
+		{"data: 1\n\n", "data: 1\n\n"},
+		{"xx ab", "data: 1\n\nxx "},     // "ab" may grow into "abcd"
+		{"c", "data: 1\n\nxx "},         // "abc" still may
+		{"e", "data: 1\n\nxx Xce"},      // it did not: "ab" wins
+		{"he", "data: 1\n\nxx Xce"},     // may be "hello"
+		{"lp", "data: 1\n\nxx Xcehelp"}, // is not
+		{"hell", "data: 1\n\nxx Xcehelp"},
+	}
+	for _, step := range steps {
+		if _, err := st.Write([]byte(step.write)); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if buf.String() != step.want {
+			t.Fatalf("after writing %q: dst has %q, want %q", step.write, buf.String(), step.want)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if want := "data: 1\n\nxx Xcehelphell"; buf.String() != want {
+		t.Fatalf("after Close: %q, want %q", buf.String(), want)
+	}
+}
