@@ -138,7 +138,7 @@ func streamOnce(st *Stream, data []byte) {
 func (st *Stream) memSize() int {
 	n := int(unsafe.Sizeof(*st)) + cap(st.hold)
 	n += 8 * (cap(st.active) + cap(st.matched) + cap(st.scratch))
-	n += int(unsafe.Sizeof([]byte(nil)))*cap(st.varVals) + cap(st.varKnown) + 8*cap(st.idx)
+	n += int(unsafe.Sizeof([]byte(nil)))*cap(st.varVals) + cap(st.varKnown) + 8*cap(st.idx) + int(unsafe.Sizeof(checkpoint{}))*cap(st.memo)
 	for _, v := range st.varVals {
 		n += cap(v)
 	}
@@ -154,7 +154,7 @@ func TestStreamMemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		streamOnce(st, data)
+		streamOnce(st, data[:256<<10])
 		if got := st.memSize(); got > maxMatch+4096 {
 			t.Errorf("max_match %d: stream owns %d bytes, want <= %d", maxMatch, got, maxMatch+4096)
 		}
@@ -180,5 +180,51 @@ func TestSteadyStateAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per body, want 0", allocs)
+	}
+}
+
+// BenchmarkWorstCase shows the cost of the anchored design on a hostile
+// body: every "<a " starts an attempt of `<a [^>]*>` that runs MaxMatch
+// bytes before it is dropped, so the work is body size times MaxMatch.
+func BenchmarkWorstCase(b *testing.B) {
+	data := []byte(strings.Repeat("<a ", 64<<10/3))
+	for _, maxMatch := range []int{1 << 10, DefaultMaxMatch} {
+		b.Run(fmt.Sprintf("max_match=%d", maxMatch), func(b *testing.B) {
+			s := mustCompile(b, []Rule{rx(`<a [^>]*>`, "")}, Options{MaxMatch: maxMatch})
+			st := s.NewStream(io.Discard, nil)
+			streamOnce(st, data)
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				st.Reset(io.Discard, nil)
+				streamOnce(st, data)
+			}
+		})
+	}
+}
+
+// BenchmarkPrefilter measures the candidate scan alone (no DFA, no output).
+func BenchmarkPrefilter(b *testing.B) {
+	for _, body := range benchBodies {
+		data, err := os.ReadFile(body.file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range []int{1, 10, 200} {
+			s := mustCompile(b, benchRules(n), Options{})
+			b.Run(fmt.Sprintf("%s/rules=%d", body.name, n), func(b *testing.B) {
+				b.SetBytes(int64(len(data)))
+				cpu0 := cpuTime()
+				for range b.N {
+					for i := 0; ; i++ {
+						if i = s.candidate(data, i, true); i >= len(data) {
+							break
+						}
+					}
+				}
+				reportCPU(b, cpuTime()-cpu0, len(data))
+			})
+		}
 	}
 }

@@ -267,13 +267,14 @@ func (d *dfa) dedup(pcs []uint32) []uint32 {
 func (d *dfa) start(active Mask, prev int, pin bool) *state {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	pcs := make([]uint32, 0, len(d.prog.start))
+	pcs := d.out[:0] // scratch; intern copies it
 	for r, pc := range d.prog.start {
 		if active.Has(r) {
 			pcs = append(pcs, pc)
 		}
 	}
 	pcs = d.dedup(pcs)
+	d.out = pcs
 	s := d.intern(startFlags[prev], -1, pcs)
 	if pin {
 		d.pinned = append(d.pinned, s)

@@ -50,10 +50,15 @@
 // declared (Longest), or the first declared and leftmost-first (First).
 // The bytes before it are written out unchanged in one Write, the
 // replacement follows, and scanning resumes after the match. A failed
-// attempt resumes the scan one byte after its start, so the cost is linear
-// in the body times the average attempt length, which is a few bytes for
-// usual rules but can reach MaxMatch for a pattern like a[^z]*z over
-// "aaaa...".
+// attempt resumes the scan one byte after its start, so the bytes it read
+// may be read again by the next attempts. Usual rules die within a few
+// bytes, but a pattern like <a [^>]*> over "<a <a <a ..." would read
+// MaxMatch bytes per candidate. To bound that, an attempt leaves a
+// checkpoint (offset, DFA state) every stride bytes; a later attempt that
+// reaches a checkpoint of the last failed attempt in the same state shares
+// its fate and stops there, or skips to where that attempt hit MaxMatch. A
+// hostile body then costs about stride (64 to 256) bytes per candidate
+// instead of MaxMatch (BenchmarkWorstCase).
 //
 // A rule still able to grow after MaxMatch bytes is dropped at that
 // position (Stream.Dropped counts it) and the attempt is run again without
@@ -69,7 +74,8 @@
 // matched text.
 //
 // A Set is immutable and safe for concurrent use. A Stream holds its
-// attempt's bytes (at most MaxMatch plus a 2 KiB window, see
-// TestStreamMemory) and a few words per rule; it is reused with Reset and
+// attempt's bytes (at most MaxMatch plus a 1 KiB window), 66 checkpoints
+// and a few words per rule, in all less than MaxMatch + 4 KiB for up to a
+// few hundred rules (TestStreamMemory); it is reused with Reset and
 // allocates nothing per Write in steady state.
 package engine

@@ -274,7 +274,7 @@ func randVars(name string) (string, bool) {
 func TestAgainstReference(t *testing.T) {
 	iters := 4000
 	if testing.Short() || raceEnabled {
-		iters = 500
+		iters = 400
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for it := range iters {
@@ -302,6 +302,9 @@ func checkOne(t *testing.T, rules []Rule, prio Priority, input []byte, rng *rand
 		if err != nil {
 			t.Fatalf("#%d: %v", it, err)
 		}
+		// Checkpoints every 1, 2 or 4 bytes, so short bodies exercise them.
+		s.memoStride = 1 << rng.IntN(3)
+		s.memoSlots = s.maxMatch/s.memoStride + 2
 		whole, st, err := run(s, randVars, input, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -387,5 +390,40 @@ func TestConcurrentStreams(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// TestEmitsEagerly: after each Write, everything that cannot be part of a
+// match is already in dst (what Flush promises, and what server-sent events
+// need); only a live candidate is held back.
+func TestEmitsEagerly(t *testing.T) {
+	s := mustCompile(t, []Rule{rx("abcd|ab", "X"), lit("hello", "bye")}, Options{})
+	var buf bytes.Buffer
+	st := s.NewStream(&buf, nil)
+	steps := []struct{ write, want string }{
+		{"data: 1\n\n", "data: 1\n\n"},
+		{"xx ab", "data: 1\n\nxx "},     // "ab" may grow into "abcd"
+		{"c", "data: 1\n\nxx "},         // "abc" still may
+		{"e", "data: 1\n\nxx Xce"},      // it did not: "ab" wins
+		{"he", "data: 1\n\nxx Xce"},     // may be "hello"
+		{"lp", "data: 1\n\nxx Xcehelp"}, // is not
+		{"hell", "data: 1\n\nxx Xcehelp"},
+	}
+	for _, step := range steps {
+		if _, err := st.Write([]byte(step.write)); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if buf.String() != step.want {
+			t.Fatalf("after writing %q: dst has %q, want %q", step.write, buf.String(), step.want)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if want := "data: 1\n\nxx Xcehelphell"; buf.String() != want {
+		t.Fatalf("after Close: %q, want %q", buf.String(), want)
 	}
 }

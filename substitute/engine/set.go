@@ -56,12 +56,15 @@ type Set struct {
 	prog     nfa
 	dfa      *dfa
 	tmpl     []template
-	caps     []*capProg // per rule whose replacement uses groups, else nil
-	maxCap   int        // largest capProg.ncap
-	varNames []string
-	all      Mask
-	full     [4]*state // start states with every rule active, by prevClass
-	classes  [256]uint8
+	// Checkpoints of failed attempts (see checkpoint): every memoStride
+	// bytes (a power of two), in a ring of memoSlots.
+	memoStride, memoSlots int
+	caps                  []*capProg // per rule whose replacement uses groups, else nil
+	maxCap                int        // largest capProg.ncap
+	varNames              []string
+	all                   Mask
+	full                  [4]*state // start states with every rule active, by prevClass
+	classes               [256]uint8
 
 	// Prefilter: a match can only start at i if (b[i], b[i+1]) is in pair,
 	// or, for the last byte available, if b[i] is in first.
@@ -176,6 +179,11 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 		s.full[p] = s.dfa.start(s.all, p, true)
 	}
 	s.buildPrefilter()
+	s.memoStride = 64
+	for s.maxMatch/s.memoStride > 64 {
+		s.memoStride *= 2
+	}
+	s.memoSlots = s.maxMatch/s.memoStride + 2
 	return s, nil
 }
 
@@ -249,6 +257,9 @@ func (s *Set) buildPrefilter() {
 		members[s.classes[b]] = append(members[s.classes[b]], byte(b))
 	}
 	rows := map[*state]*[256]bool{} // classes allowed after t1
+	// Rules with wide classes (. or \pL) allow so many triples that the
+	// table would be full anyway; past this much work it is filled.
+	budget := 1 << 18
 	for _, st := range s.full {
 		for c1 := range nc {
 			t1 := st.next[c1].Load()
@@ -273,7 +284,12 @@ func (s *Set) buildPrefilter() {
 					row[c2] = len(t2.pcs) > 0 || t2.match >= 0
 				}
 			}
-			s.addTriples(t1, members[c1], members)
+			if !s.addTriples(t1, members[c1], members, &budget) {
+				for i := range s.triple {
+					s.triple[i] = 1
+				}
+				budget = -1 << 62 // triples gave up: keep filling pairs only
+			}
 			for _, b1 := range members[c1] {
 				for b2 := range 256 {
 					if row[s.classes[b2]] {
@@ -286,8 +302,12 @@ func (s *Set) buildPrefilter() {
 }
 
 // addTriples marks the triples b1 b2 b3 (b1 in first, which leads to t1)
-// that can begin a match.
-func (s *Set) addTriples(t1 *state, first []byte, members [][]byte) {
+// that can begin a match. It reports false if that took more than the
+// remaining budget of table writes.
+func (s *Set) addTriples(t1 *state, first []byte, members [][]byte, budget *int) bool {
+	if *budget < 0 {
+		return true
+	}
 	d := s.dfa
 	nc := len(d.classRep)
 	for c2 := range nc {
@@ -310,6 +330,9 @@ func (s *Set) addTriples(t1 *state, first []byte, members [][]byte) {
 			}
 			ok[c3] = len(t3.pcs) > 0 || t3.match >= 0
 		}
+		if *budget -= len(first) * len(members[c2]) * 256; *budget < 0 {
+			return false
+		}
 		for _, b1 := range first {
 			for _, b2 := range members[c2] {
 				for b3 := range 256 {
@@ -320,4 +343,5 @@ func (s *Set) addTriples(t1 *state, first []byte, members [][]byte) {
 			}
 		}
 	}
+	return true
 }

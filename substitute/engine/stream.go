@@ -2,8 +2,8 @@ package engine
 
 import (
 	"encoding/binary"
-	"math/bits"
 	"io"
+	"math/bits"
 )
 
 // Vars resolves a {name} placeholder of a replacement. A nil Vars, or ok
@@ -43,14 +43,25 @@ type Stream struct {
 	bestLen  int   // length of the best match so far, -1 if none
 	bestRule int32 // its rule
 
-	idx      []int // submatch offsets
+	idx []int // submatch offsets
+	// base is the offset in the body of the first byte process is given.
+	base int64
+	// The memo of the last attempt that found no match (see checkpoint).
+	memo       []checkpoint
+	memoID     uint32 // attempt the memo describes; 0: none
+	memoEnd    int64  // where it died, or its last byte if it hit MaxMatch
+	memoLimit  *state // its state after MaxMatch+1 bytes; nil if it died
+	attemptID  uint32 // id of the running attempt
+	nextID     uint32
+	runMatched bool // the attempt's own run recorded a match
+
 	varVals  [][]byte
 	varKnown []uint8 // 0: not looked up yet, 1: value, 2: unknown
 }
 
 // holdSlack is how much new input a stream copies next to pending bytes at a
 // time.
-const holdSlack = 2048
+const holdSlack = 1024
 
 // NewStream returns a stream that writes the substituted body to dst.
 func (s *Set) NewStream(dst io.Writer, vars Vars) *Stream {
@@ -63,6 +74,7 @@ func (s *Set) NewStream(dst io.Writer, vars Vars) *Stream {
 		varVals:  make([][]byte, len(s.varNames)),
 		varKnown: make([]uint8, len(s.varNames)),
 		idx:      make([]int, s.maxCap),
+		memo:     make([]checkpoint, s.memoSlots),
 	}
 	st.Reset(dst, vars)
 	return st
@@ -78,6 +90,8 @@ func (st *Stream) Reset(dst io.Writer, vars Vars) {
 	st.dropped, st.attempts = 0, 0
 	st.hold = st.hold[:1]
 	st.prev = -1
+	st.base = 0
+	st.memoID = 0
 	st.running = false
 	for i := range st.varVals {
 		st.varVals[i] = st.varVals[i][:0]
@@ -162,6 +176,7 @@ func (st *Stream) keep(buf []byte, k int) {
 	if k > start {
 		st.prev = int(buf[k-1])
 	}
+	st.base += int64(k - start)
 	if fromHold {
 		n := copy(st.hold[1:], st.hold[k:])
 		st.hold = st.hold[:1+n]
@@ -199,8 +214,13 @@ func (st *Stream) process(buf []byte, start int, final bool) int {
 			st.runPrev = prevClass(st.prevByte(buf, start, j))
 			st.runState = st.startState(st.runPrev)
 			st.runLen, st.bestLen = 0, -1
+			st.nextID++
+			if st.nextID == 0 {
+				st.nextID = 1
+			}
+			st.attemptID = st.nextID
 		}
-		if !st.advance(buf, j, final) {
+		if !st.advance(buf, start, j, final) {
 			st.write(buf[emit:j])
 			return j
 		}
@@ -210,6 +230,7 @@ func (st *Stream) process(buf []byte, start int, final bool) int {
 			continue
 		}
 		e := j + st.bestLen
+		st.memoID = 0
 		st.write(buf[emit:j])
 		st.replace(buf, start, j, e, int(st.bestRule))
 		emit, i = e, e
@@ -235,39 +256,113 @@ func (st *Stream) startState(pc int) *state {
 	return st.starts[pc]
 }
 
-// advance feeds the running attempt anchored at buf[j]. It reports whether
-// the attempt is resolved (st.bestLen then holds the winner, or -1).
-func (st *Stream) advance(buf []byte, j int, final bool) bool {
+// Why a DFA run stopped.
+const (
+	runDead    = iota // no thread left: the attempt is resolved
+	runLimit          // threads alive after MaxMatch+1 bytes
+	runStarved        // out of input
+	runMerged         // reached a checkpoint of the memo attempt
+)
+
+// checkpoint records the DFA state of an attempt at a body offset.
+//
+// Attempts are anchored, so after a failed attempt the next candidate
+// rescans bytes the failed one already read. Two attempts in the same state
+// at the same offset go on identically, so when an attempt reaches a
+// checkpoint of the last attempt that found no match, in the same state,
+// its fate is known: it dies where that one died, with no further match, or
+// it reaches that one's MaxMatch limit in the same state and goes on from
+// there. Checkpoints are kept every stride bytes in a small ring, which
+// makes a hostile body (say "<a <a <a ..." against <a [^>]*>) cost about
+// stride bytes per attempt instead of MaxMatch.
+type checkpoint struct {
+	pos int64
+	st  *state
+	id  uint32
+}
+
+// runDFA runs the attempt anchored at buf[j] from state t over buf[k:],
+// recording its best match in st.bestLen and st.bestRule. delta converts a
+// buf index to a body offset; memo enables checkpoints. It returns the last state and the index of
+// the last byte consumed.
+func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64, memo bool) (*state, int, int) {
 	s := st.set
-	d := s.dfa
-	t := st.runState
 	limit := j + s.maxMatch // the last byte the attempt may consume
-	for k := j + st.runLen; k < len(buf); k++ {
+	mask := int64(s.memoStride - 1)
+	for ; k < len(buf); k++ {
 		c := int(s.classes[buf[k]])
 		n := t.next[c].Load()
 		if n == nil {
-			n = d.next(t, c)
+			n = s.dfa.next(t, c)
 		}
 		t = n
 		if t.match >= 0 {
 			st.bestLen, st.bestRule = k-j, t.match
+			st.runMatched = true
 		}
 		if len(t.pcs) == 0 {
-			return true
+			return t, k, runDead
 		}
 		if k == limit {
-			st.drop(buf, j, t)
-			return true
+			return t, k, runLimit
+		}
+		if pos := int64(k+1) + delta; pos&mask == 0 && memo {
+			cp := &st.memo[(pos/int64(s.memoStride))%int64(len(st.memo))]
+			if st.memoID != 0 && cp.id == st.memoID && cp.pos == pos && cp.st == t {
+				return t, k, runMerged
+			}
+			*cp = checkpoint{pos: pos, st: t, id: st.attemptID}
 		}
 	}
-	if final {
-		if m := d.eofMatch(t); m >= 0 {
+	return t, k - 1, runStarved
+}
+
+// advance feeds the running attempt anchored at buf[j]. It reports whether
+// the attempt is resolved (st.bestLen then holds the winner, or -1).
+func (st *Stream) advance(buf []byte, start, j int, final bool) bool {
+	delta := st.base - int64(start)
+	if st.runLen == 0 {
+		st.runMatched = false
+	}
+	t, k, why := st.runDFA(st.runState, buf, j, j+st.runLen, delta, true)
+	for why == runMerged {
+		// From here on this attempt is the memo attempt.
+		st.attemptID = st.memoID
+		if st.memoLimit == nil {
+			return st.resolved(buf, j, t, int(st.memoEnd-delta), runDead, delta)
+		}
+		t, k, why = st.runDFA(st.memoLimit, buf, j, int(st.memoEnd-delta)+1, delta, true)
+	}
+	if why == runStarved && !final {
+		st.runState, st.runLen = t, len(buf)-j
+		return false
+	}
+	if why == runStarved {
+		if m := st.set.dfa.eofMatch(t); m >= 0 {
 			st.bestLen, st.bestRule = len(buf)-j, m
+			st.runMatched = true
 		}
-		return true
 	}
-	st.runState, st.runLen = t, len(buf)-j
-	return false
+	return st.resolved(buf, j, t, k, why, delta)
+}
+
+// resolved ends an attempt: it handles a drop, and remembers an attempt
+// that found nothing as the memo.
+func (st *Stream) resolved(buf []byte, j int, t *state, k, why int, delta int64) bool {
+	if st.runMatched {
+		st.memoID = 0
+	} else if why != runStarved {
+		st.memoID = st.attemptID
+		st.memoEnd = int64(k) + delta
+		st.memoLimit = nil
+		if why == runLimit {
+			st.memoLimit = t
+		}
+	}
+	if why == runLimit {
+		st.drop(buf, j, t)
+	}
+	return true
 }
 
 // drop handles an attempt still alive after MaxMatch bytes: the rules with
@@ -275,11 +370,9 @@ func (st *Stream) advance(buf []byte, j int, final bool) bool {
 // without them. This is the slow path; it needs no more input.
 func (st *Stream) drop(buf []byte, j int, t *state) {
 	s := st.set
-	d := s.dfa
 	rest := st.scratch
 	copy(rest, st.active)
-	prev := st.runPrev
-	for {
+	for why := runLimit; why == runLimit; {
 		for _, pc := range t.pcs {
 			if r := int(s.prog.insts[pc].rule); rest.Has(r) {
 				rest.Remove(r)
@@ -290,24 +383,7 @@ func (st *Stream) drop(buf []byte, j int, t *state) {
 		if rest.Empty() {
 			return
 		}
-		t = d.start(rest, prev, false)
-		for k := j; ; k++ {
-			c := int(s.classes[buf[k]])
-			n := t.next[c].Load()
-			if n == nil {
-				n = d.next(t, c)
-			}
-			t = n
-			if t.match >= 0 {
-				st.bestLen, st.bestRule = k-j, t.match
-			}
-			if len(t.pcs) == 0 {
-				return
-			}
-			if k == j+s.maxMatch {
-				break
-			}
-		}
+		t, _, why = st.runDFA(s.dfa.start(rest, st.runPrev, false), buf, j, j, 0, false)
 	}
 }
 
