@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -535,5 +536,24 @@ func TestDefaults(t *testing.T) {
 	h := provision(t, &Handler{Rules: []Rule{{Find: "a", Replace: "b"}}})
 	if h.MaxMatch != 16<<10 || h.Memo != DefaultMemo || h.Priority != "longest" || len(h.Types) != len(DefaultTypes) || h.memo == nil {
 		t.Errorf("defaults not set: %+v", h)
+	}
+}
+
+func TestMetricsSurviveReload(t *testing.T) {
+	// Two handlers in one config, then a new config (new registry), as
+	// a reload does: no duplicate-registration panic, counts carry on.
+	provision(t, &Handler{Rules: []Rule{{Find: "a", Replace: "b"}}})
+	provision(t, &Handler{Rules: []Rule{{Find: "c", Replace: "d"}}})
+	reg := prometheus.NewPedanticRegistry()
+	registerMetrics(reg)
+	registerMetrics(reg)
+	before := testutil.ToFloat64(metrics.substituted)
+	h := basicHandler(t)
+	serve(t, h, request("GET", "/"), origin(200, map[string]string{"Content-Type": "text/html"}, []byte("x"), 1))
+	if testutil.ToFloat64(metrics.substituted) != before+1 {
+		t.Error("substituted response not counted")
+	}
+	if n, err := testutil.GatherAndCount(reg, "caddy_substitute_responses_total"); err != nil || n == 0 {
+		t.Errorf("responses_total not exported by the new registry: %d, %v", n, err)
 	}
 }

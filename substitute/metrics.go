@@ -9,17 +9,17 @@ import (
 // The collectors are process-wide so that counts survive a config reload;
 // each new config's registry gets the same collectors (see registerMetrics).
 var metrics = struct {
-	responses       *prometheus.CounterVec
-	memoHits        *prometheus.CounterVec
-	memoMisses      prometheus.Counter
-	dropped         prometheus.Counter
-	rangeRetries    prometheus.Counter
-	substituted     prometheus.Counter
-	skipped         prometheus.Counter
-	memoUnscanned   prometheus.Counter
-	memoRestricted  prometheus.Counter
-	decodeFailures  prometheus.Counter
-	collectorsSlice []prometheus.Collector
+	responses      *prometheus.CounterVec
+	memoHits       *prometheus.CounterVec
+	memoMisses     prometheus.Counter
+	dropped        prometheus.Counter
+	rangeRetries   prometheus.Counter
+	decodeFailures prometheus.Counter
+	all            []prometheus.Collector
+
+	// Label values resolved once, so counting allocates nothing.
+	substituted, skipped          prometheus.Counter
+	memoUnscanned, memoRestricted prometheus.Counter
 }{}
 
 func init() {
@@ -53,7 +53,7 @@ func init() {
 	m.skipped = m.responses.WithLabelValues("skipped")
 	m.memoUnscanned = m.memoHits.WithLabelValues("none")
 	m.memoRestricted = m.memoHits.WithLabelValues("restricted")
-	m.collectorsSlice = []prometheus.Collector{m.responses, m.memoHits, m.memoMisses, m.dropped, m.rangeRetries, m.decodeFailures}
+	m.all = []prometheus.Collector{m.responses, m.memoHits, m.memoMisses, m.dropped, m.rangeRetries, m.decodeFailures}
 }
 
 // registerMetrics adds the collectors to a config's registry; registering
@@ -63,7 +63,7 @@ func registerMetrics(reg *prometheus.Registry) {
 	if reg == nil {
 		return
 	}
-	for _, c := range metrics.collectorsSlice {
+	for _, c := range metrics.all {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {
