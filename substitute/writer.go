@@ -283,7 +283,7 @@ func (rw *responseWriter) finish(abort bool) error {
 		rw.dec = nil
 		if err != nil && err != errAborted {
 			metrics.decodeFailures.Inc()
-			rw.h.logger.Debug("decoding upstream body", zap.Error(err))
+			rw.h.logger.Warn("upstream body failed to decode; response cut short", zap.Error(err))
 		}
 	}
 	if abort {
