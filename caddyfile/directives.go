@@ -4,12 +4,15 @@
 package caddyfile
 
 import (
+	"github.com/caddy-edgekit/edgekit/clientip"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 func init() {
+	httpcaddyfile.RegisterHandlerDirective("client_ip", parse[clientip.Handler])
+	httpcaddyfile.RegisterDirectiveOrder("client_ip", httpcaddyfile.After, "tracing")
 }
 
 // handlerModule is a middleware module that parses its own Caddyfile tokens.

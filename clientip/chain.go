@@ -1,0 +1,265 @@
+package clientip
+
+import (
+	"net/netip"
+	"strings"
+)
+
+// maxHops bounds `hops`; maxChainFields bounds how long a chain may be before
+// it is not believed at all. No real path has more than a handful of proxies,
+// and the bound keeps the work per request small whatever a caller sends.
+const (
+	maxHops        = 16
+	maxChainFields = 64
+)
+
+// member is one entry of the forwarding chain as read from a header.
+type member struct {
+	addr  netip.Addr
+	text  string // address text as written, for allocation-free String
+	valid bool
+
+	// Where the entry starts in the X-Forwarded-For lines, so the header can
+	// be trimmed to the part the edge vouches for.
+	line, offset int
+}
+
+// members holds the rightmost entries of a chain, rightmost first.
+type members struct {
+	m [maxHops]member
+	n int
+}
+
+// xffTooLong reports whether the X-Forwarded-For lines hold more than
+// maxChainFields comma-separated fields (empty ones included): a cheap,
+// vectorised count that bounds the work on hostile input.
+func xffTooLong(lines []string) bool {
+	fields := 0
+	for _, line := range lines {
+		fields += strings.Count(line, ",") + 1
+		if fields > maxChainFields {
+			return true
+		}
+	}
+	return false
+}
+
+// lastXFF collects the rightmost `want` non-empty entries of the
+// X-Forwarded-For lines (joined in order), walking from the right without
+// splitting, so it costs the same on a 3-entry chain as on a 16 KiB one.
+func lastXFF(lines []string, want int, out *members) {
+	out.n = 0
+	for li := len(lines) - 1; li >= 0 && out.n < want; li-- {
+		line := lines[li]
+		end := len(line)
+		for out.n < want {
+			start := strings.LastIndexByte(line[:end], ',') + 1
+			if tok := trimOWS(line[start:end]); tok != "" {
+				addr, text, ok := parseNode(tok)
+				lead := len(line[start:end]) - len(trimOWSLeft(line[start:end]))
+				out.m[out.n] = member{addr: addr, text: text, valid: ok, line: li, offset: start + lead}
+				out.n++
+			}
+			if start == 0 {
+				break
+			}
+			end = start - 1
+		}
+	}
+}
+
+func trimOWSLeft(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	return s
+}
+
+// lastForwarded collects the `for=` nodes of the rightmost `want` elements
+// of the RFC 7239 Forwarded lines, rightmost first. Quoted strings may hold
+// commas, so the field is read left to right into a ring of `want` slots.
+// tooLong is set when the field has more than maxChainFields elements.
+func lastForwarded(lines []string, want int, out *members) (tooLong bool) {
+	var ring members
+	total := 0
+	for _, line := range lines {
+		for i := 0; ; {
+			elem, next, empty := forwardedElement(line, i)
+			if !empty {
+				total++
+				if total > maxChainFields {
+					return true
+				}
+				if want > 0 {
+					ring.m[(total-1)%want] = elem
+				}
+			}
+			if next >= len(line) {
+				break
+			}
+			i = next + 1 // past the comma
+		}
+	}
+	out.n = 0
+	for k := 0; k < want && k < total; k++ {
+		out.m[k] = ring.m[(total-1-k)%want]
+		out.n++
+	}
+	return false
+}
+
+// forwardedElement parses the forwarded-element of line starting at i and
+// returns its `for` node, the index of the comma that ends it (or
+// len(line)), and whether the element was empty (only whitespace), which
+// the list syntax says to ignore. Any syntax error, a missing or repeated
+// `for`, or a node that is `unknown`, obfuscated or escaped makes the node
+// invalid; the parse then resumes at the next comma outside quotes.
+func forwardedElement(line string, i int) (member, int, bool) {
+	var (
+		forValue string
+		forSeen  bool
+		bad      bool
+		pairs    int
+	)
+	n := len(line)
+	for {
+		i = skipOWS(line, i)
+		if i >= n || line[i] == ',' {
+			break
+		}
+		if line[i] == ';' {
+			i++
+			continue
+		}
+		pairs++
+		nameStart := i
+		for i < n && isTchar(line[i]) {
+			i++
+		}
+		name := line[nameStart:i]
+		if name == "" || i >= n || line[i] != '=' {
+			bad = true
+			i = skipToComma(line, i)
+			break
+		}
+		i++ // '='
+		var value string
+		if i < n && line[i] == '"' {
+			i++
+			valueStart := i
+			escaped := false
+			for i < n && line[i] != '"' {
+				if line[i] == '\\' {
+					escaped = true
+					i++
+				}
+				i++
+			}
+			if i >= n { // unterminated quoted-string: nothing after it can be read
+				return member{}, n, false
+			}
+			value = line[valueStart:i]
+			i++ // closing quote
+			if escaped {
+				// A valid node never needs an escape; refusing it keeps the
+				// parse allocation-free.
+				bad = true
+			}
+		} else {
+			valueStart := i
+			for i < n && isTchar(line[i]) {
+				i++
+			}
+			value = line[valueStart:i]
+			if value == "" {
+				bad = true
+			}
+		}
+		if strings.EqualFold(name, "for") {
+			if forSeen {
+				bad = true // RFC 7239 section 4: a parameter occurs at most once
+			}
+			forSeen = true
+			forValue = value
+		}
+		i = skipOWS(line, i)
+		if i < n && line[i] != ';' && line[i] != ',' {
+			bad = true
+			i = skipToComma(line, i)
+			break
+		}
+	}
+	if pairs == 0 && !bad {
+		return member{}, i, true
+	}
+	if bad || !forSeen {
+		return member{}, i, false
+	}
+	addr, text, ok := parseForwardedNode(forValue)
+	return member{addr: addr, text: text, valid: ok}, i, false
+}
+
+// parseForwardedNode parses an RFC 7239 node: IPv4, "[IPv6]", each with an
+// optional port or obfuscated port. `unknown` and obfuscated identifiers
+// ("_hidden") name no address, so they are invalid.
+func parseForwardedNode(node string) (netip.Addr, string, bool) {
+	if node == "" || node[0] == '_' || strings.EqualFold(node, "unknown") {
+		return netip.Addr{}, "", false
+	}
+	// An obfuscated port says nothing about the address; drop it.
+	if i := strings.LastIndexByte(node, ':'); i >= 0 && i+1 < len(node) && node[i+1] == '_' {
+		if !validObfuscated(node[i+1:]) {
+			return netip.Addr{}, "", false
+		}
+		node = node[:i]
+	}
+	return parseNode(node)
+}
+
+// validObfuscated reports whether s is an RFC 7239 obfnode/obfport:
+// "_" 1*(ALPHA / DIGIT / "." / "_" / "-").
+func validObfuscated(s string) bool {
+	if len(s) < 2 || s[0] != '_' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func skipOWS(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// skipToComma returns the index of the next comma outside a quoted-string,
+// or len(s).
+func skipToComma(s string, i int) int {
+	quoted := false
+	for ; i < len(s); i++ {
+		switch c := s[i]; {
+		case quoted && c == '\\':
+			i++
+		case c == '"':
+			quoted = !quoted
+		case !quoted && c == ',':
+			return i
+		}
+	}
+	return len(s)
+}
+
+// isTchar reports whether c is an RFC 9110 token character.
+func isTchar(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
