@@ -5,17 +5,25 @@ import (
 	"strings"
 )
 
+// maxNodeLen is longer than any address a proxy writes: the longest,
+// "[ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255]:65535", has 53 bytes.
+const maxNodeLen = 64
+
 // parseNode parses one address as proxies write it: a bare IPv4 or IPv6
 // address, IPv4 with a port, or a bracketed IPv6 address with an optional
 // port. It returns the address (IPv4-mapped IPv6 unmapped) and the text of
 // the address part, so a caller can reuse that text when it is already in
 // canonical form. Zones are refused: no remote caller has one.
+//
+// The shape is checked before netip parses anything, so garbage costs
+// neither time nor the allocation of a parse error.
 func parseNode(tok string) (netip.Addr, string, bool) {
-	if tok == "" {
+	if tok == "" || len(tok) > maxNodeLen || !nodeChars(tok) {
 		return netip.Addr{}, "", false
 	}
 	host := tok
-	if tok[0] == '[' {
+	switch {
+	case tok[0] == '[':
 		end := strings.IndexByte(tok, ']')
 		if end < 0 {
 			return netip.Addr{}, "", false
@@ -24,29 +32,44 @@ func parseNode(tok string) (netip.Addr, string, bool) {
 		if rest := tok[end+1:]; rest != "" && (rest[0] != ':' || !validPort(rest[1:])) {
 			return netip.Addr{}, "", false
 		}
-		addr, err := netip.ParseAddr(host)
-		if err != nil || !addr.Is6() || addr.Zone() != "" {
+		if strings.Count(host, ":") < 2 { // only IPv6 goes in brackets
 			return netip.Addr{}, "", false
 		}
-		return addr.Unmap(), host, true
-	}
-	addr, err := netip.ParseAddr(host)
-	if err != nil {
-		// IPv4 with a port: exactly one colon.
+	case strings.Count(tok, ":") == 1: // IPv4 with a port; IPv6 has 2 or more
 		colon := strings.IndexByte(tok, ':')
-		if colon <= 0 || strings.IndexByte(tok[colon+1:], ':') >= 0 || !validPort(tok[colon+1:]) {
+		if !validPort(tok[colon+1:]) {
 			return netip.Addr{}, "", false
 		}
 		host = tok[:colon]
-		addr, err = netip.ParseAddr(host)
-		if err != nil || !addr.Is4() {
+		if strings.IndexByte(host, '.') < 0 {
 			return netip.Addr{}, "", false
 		}
 	}
-	if addr.Zone() != "" {
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
 		return netip.Addr{}, "", false
 	}
 	return addr.Unmap(), host, true
+}
+
+// nodeChars reports whether s holds only characters an address with a port
+// can have. It rules out zones ('%'), `unknown`, obfuscated names and most
+// garbage.
+func nodeChars(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isNodeChar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isNodeChar(c byte) bool {
+	switch {
+	case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F', c == '.', c == ':', c == '[', c == ']':
+		return true
+	}
+	return false
 }
 
 // validPort reports whether s is a decimal port number 0..65535.

@@ -5,13 +5,24 @@ import (
 	"strings"
 )
 
-// maxHops bounds `hops`; maxChainFields bounds how long a chain may be before
-// it is not believed at all. No real path has more than a handful of proxies,
-// and the bound keeps the work per request small whatever a caller sends.
+// maxHops bounds `hops`; maxChainFields and maxChainBytes bound how long a
+// chain may be before it is not believed at all. No real path has more than
+// a handful of proxies, and the bounds keep the work per request small
+// whatever a caller sends.
 const (
 	maxHops        = 16
 	maxChainFields = 64
+	maxChainBytes  = 8 << 10
 )
+
+// tooLong reports whether header lines exceed maxChainBytes in total.
+func tooLong(lines []string) bool {
+	n := 0
+	for _, line := range lines {
+		n += len(line)
+	}
+	return n > maxChainBytes
+}
 
 // member is one entry of the forwarding chain as read from a header.
 type member struct {
@@ -30,10 +41,13 @@ type members struct {
 	n int
 }
 
-// xffTooLong reports whether the X-Forwarded-For lines hold more than
-// maxChainFields comma-separated fields (empty ones included): a cheap,
-// vectorised count that bounds the work on hostile input.
+// xffTooLong reports whether the X-Forwarded-For lines are longer than
+// maxChainBytes or hold more than maxChainFields comma-separated fields
+// (empty ones included): cheap, vectorised checks.
 func xffTooLong(lines []string) bool {
+	if tooLong(lines) {
+		return true
+	}
 	fields := 0
 	for _, line := range lines {
 		fields += strings.Count(line, ",") + 1
@@ -46,19 +60,45 @@ func xffTooLong(lines []string) bool {
 
 // lastXFF collects the rightmost `want` non-empty entries of the
 // X-Forwarded-For lines (joined in order), walking from the right without
-// splitting, so it costs the same on a 3-entry chain as on a 16 KiB one.
+// splitting. It stops at the first entry that is not an address, since
+// nothing left of it can be believed, and gives up on an entry as soon as
+// it is longer than any address or holds a character none has: the work
+// depends on the entries read, not on what the caller wrote further left.
 func lastXFF(lines []string, want int, out *members) {
 	out.n = 0
 	for li := len(lines) - 1; li >= 0 && out.n < want; li-- {
 		line := lines[li]
 		end := len(line)
 		for out.n < want {
-			start := strings.LastIndexByte(line[:end], ',') + 1
-			if tok := trimOWS(line[start:end]); tok != "" {
-				addr, text, ok := parseNode(tok)
-				lead := len(line[start:end]) - len(trimOWSLeft(line[start:end]))
-				out.m[out.n] = member{addr: addr, text: text, valid: ok, line: li, offset: start + lead}
+			tokEnd := end
+			for tokEnd > 0 && isOWS(line[tokEnd-1]) {
+				tokEnd--
+			}
+			tokStart := tokEnd
+			for tokStart > 0 && line[tokStart-1] != ',' && !isOWS(line[tokStart-1]) {
+				if tokEnd-tokStart >= maxNodeLen || !isNodeChar(line[tokStart-1]) {
+					out.m[out.n] = member{} // invalid
+					out.n++
+					return
+				}
+				tokStart--
+			}
+			start := tokStart
+			for start > 0 && isOWS(line[start-1]) {
+				start--
+			}
+			if start > 0 && line[start-1] != ',' { // "a b": two words in one entry
+				out.m[out.n] = member{}
 				out.n++
+				return
+			}
+			if tokStart < tokEnd {
+				addr, text, ok := parseNode(line[tokStart:tokEnd])
+				out.m[out.n] = member{addr: addr, text: text, valid: ok, line: li, offset: tokStart}
+				out.n++
+				if !ok {
+					return
+				}
 			}
 			if start == 0 {
 				break
@@ -68,18 +108,18 @@ func lastXFF(lines []string, want int, out *members) {
 	}
 }
 
-func trimOWSLeft(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	return s
-}
+func isOWS(c byte) bool { return c == ' ' || c == '\t' }
 
 // lastForwarded collects the `for=` nodes of the rightmost `want` elements
 // of the RFC 7239 Forwarded lines, rightmost first. Quoted strings may hold
 // commas, so the field is read left to right into a ring of `want` slots.
-// tooLong is set when the field has more than maxChainFields elements.
-func lastForwarded(lines []string, want int, out *members) (tooLong bool) {
+// It reports true, reading nothing, when the field is longer than
+// maxChainBytes, and stops as soon as it has more than maxChainFields
+// elements.
+func lastForwarded(lines []string, want int, out *members) (chainTooLong bool) {
+	if tooLong(lines) {
+		return true
+	}
 	var ring members
 	total := 0
 	for _, line := range lines {
@@ -164,6 +204,8 @@ func forwardedElement(line string, i int) (member, int, bool) {
 				// A valid node never needs an escape; refusing it keeps the
 				// parse allocation-free.
 				bad = true
+				i = skipToComma(line, i)
+				break
 			}
 		} else {
 			valueStart := i
@@ -173,11 +215,15 @@ func forwardedElement(line string, i int) (member, int, bool) {
 			value = line[valueStart:i]
 			if value == "" {
 				bad = true
+				i = skipToComma(line, i)
+				break
 			}
 		}
-		if strings.EqualFold(name, "for") {
+		if len(name) == 3 && strings.EqualFold(name, "for") {
 			if forSeen {
 				bad = true // RFC 7239 section 4: a parameter occurs at most once
+				i = skipToComma(line, i)
+				break
 			}
 			forSeen = true
 			forValue = value
@@ -256,10 +302,12 @@ func skipToComma(s string, i int) int {
 }
 
 // isTchar reports whether c is an RFC 9110 token character.
-func isTchar(c byte) bool {
-	switch {
-	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		return true
+func isTchar(c byte) bool { return tchar[c] }
+
+var tchar = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			strings.IndexByte("!#$%&'*+-.^_`|~", byte(c)) >= 0
 	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
+	return t
+}()

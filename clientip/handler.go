@@ -8,6 +8,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 var errUntrusted = errors.New("client_ip: request did not come through the edge")
@@ -32,26 +33,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 	}
 
+	// Box each string once: every conversion to `any` would allocate.
+	var peerValue, clientValue any = peer, nil
+	clientValue = peerValue
+	if viaEdge {
+		clientValue = client
+	}
 	if res.peer.IsValid() {
-		caddyhttp.SetVar(r.Context(), caddyhttp.ClientIPVarKey, client)
+		caddyhttp.SetVar(r.Context(), caddyhttp.ClientIPVarKey, clientValue)
 	}
 	caddyhttp.SetVar(r.Context(), caddyhttp.TrustedProxyVarKey, viaEdge)
-
-	viaEdgeText := "false"
-	if viaEdge {
-		viaEdgeText = "true"
-	}
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		repl.Set("http.client_ip.peer", peer)
-		repl.Set("http.client_ip.source", res.source.String())
-		repl.Set("http.client_ip.via_edge", viaEdgeText)
+		repl.Set("http.client_ip.peer", peerValue)
+		repl.Set("http.client_ip.source", sourceValues[res.source])
+		repl.Set("http.client_ip.via_edge", viaEdgeValues[b2i(viaEdge)])
 	}
 	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
-		extra.Set(zap.Dict("client_ip",
-			zap.String("peer", peer),
-			zap.String("source", res.source.String()),
-			zap.Bool("via_edge", viaEdge),
-		))
+		extra.Set(zap.Object("client_ip", logFields{peer: peer, source: res.source, viaEdge: viaEdge}))
 	}
 
 	h.counters.requests[res.source].Inc()
@@ -68,4 +66,36 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 	}
 	return next.ServeHTTP(w, r)
+}
+
+// Placeholder values boxed once.
+var (
+	sourceValues = func() (v [numSources]any) {
+		for s := range numSources {
+			v[s] = s.String()
+		}
+		return
+	}()
+	viaEdgeValues = [2]any{"false", "true"}
+)
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// logFields is the access log's "client_ip" object.
+type logFields struct {
+	peer    string
+	source  source
+	viaEdge bool
+}
+
+func (f logFields) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddString("peer", f.peer)
+	enc.AddString("source", f.source.String())
+	enc.AddBool("via_edge", f.viaEdge)
+	return nil
 }

@@ -141,7 +141,13 @@ func TestResolveListMode(t *testing.T) {
 		{"64 fields are fine", edgePeer, []string{"X-Forwarded-For", long(64)}, callerIP, sourceXFF, 0},
 		{"over-long chain", edgePeer, []string{"X-Forwarded-For", long(65)}, "10.0.0.1", sourcePeer, reasonTooLong},
 		{"over-long across lines", edgePeer, []string{"X-Forwarded-For", long(40), "X-Forwarded-For", long(40)}, "10.0.0.1", sourcePeer, reasonTooLong},
-		{"16 KiB of garbage", edgePeer, []string{"X-Forwarded-For", strings.Repeat("x", 16<<10)}, "10.0.0.1", sourcePeer, reasonInvalid},
+		{"16 KiB of garbage", edgePeer, []string{"X-Forwarded-For", strings.Repeat("x", 16<<10)}, "10.0.0.1", sourcePeer, reasonTooLong},
+		{"8 KiB of garbage", edgePeer, []string{"X-Forwarded-For", strings.Repeat("x", 8<<10)}, "10.0.0.1", sourcePeer, reasonInvalid},
+		{"8 KiB of hex digits", edgePeer, []string{"X-Forwarded-For", strings.Repeat("1", 8<<10)}, "10.0.0.1", sourcePeer, reasonInvalid},
+		{"over 8 KiB in few fields", edgePeer, []string{"X-Forwarded-For", strings.Repeat(" ", 8<<10) + callerIP}, "10.0.0.1", sourcePeer, reasonTooLong},
+		{"longest address", edgePeer, []string{"X-Forwarded-For", "[ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255]:65535"}, "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", sourceXFF, 0},
+		{"hex word", edgePeer, []string{"X-Forwarded-For", "dead"}, "10.0.0.1", sourcePeer, reasonInvalid},
+		{"ipv6 with one colon", edgePeer, []string{"X-Forwarded-For", "fe80:1"}, "10.0.0.1", sourcePeer, reasonInvalid},
 		{"other headers are not read", edgePeer, []string{"X-Forwarded-For", callerIP, "CF-Connecting-IP", "1.2.3.4", "Forwarded", "for=1.2.3.4"}, callerIP, sourceXFF, 0},
 		{"unix socket peer", "@", []string{"X-Forwarded-For", callerIP}, "invalid IP", sourcePeer, reasonInvalid},
 	})
@@ -197,6 +203,7 @@ func TestResolveForwarded(t *testing.T) {
 		{"caller bypasses the edge", strangers, []string{"Forwarded", "for=1.2.3.4"}, "198.51.100.1", sourcePeer, reasonUntrustedHop},
 		{"64 elements are fine", edgePeer, []string{"Forwarded", elements(64)}, callerIP, sourceForwarded, 0},
 		{"over-long", edgePeer, []string{"Forwarded", elements(65)}, "10.0.0.1", sourcePeer, reasonTooLong},
+		{"over 8 KiB", edgePeer, []string{"Forwarded", "for=203.0.113.7;ext=" + strings.Repeat("x", 8<<10)}, "10.0.0.1", sourcePeer, reasonTooLong},
 	})
 	runResolveCases(t, `{"trusted_proxies":["10.0.0.0/8"],"forwarded":true,"hops":2}`, []resolveCase{
 		{"two hops", edgePeer, []string{"Forwarded", `for=203.0.113.7;proto=https, for="10.9.9.9:80"`}, callerIP, sourceForwarded, 0},
