@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 const (
@@ -260,5 +261,31 @@ func TestPrivateRanges(t *testing.T) {
 	}
 	if res := h.resolver.resolve("8.8.8.8:1", hdr("X-Forwarded-For", callerIP)); res.viaEdge() {
 		t.Errorf("public peer treated as the edge")
+	}
+}
+
+func TestParsePeer(t *testing.T) {
+	for _, tc := range []struct{ remoteAddr, want string }{
+		{"10.0.0.1:80", "10.0.0.1"},
+		{"[2001:db8::1]:443", "2001:db8::1"},
+		{"[fe80::1%eth0]:443", "fe80::1"}, // a real link-local peer: the zone is dropped, as Caddy does
+		{"[::ffff:10.0.0.1]:80", "10.0.0.1"},
+		{"@", "invalid IP"},
+		{"", "invalid IP"},
+	} {
+		addr, _, _ := parsePeer(tc.remoteAddr)
+		if addr.String() != tc.want {
+			t.Errorf("parsePeer(%q) = %s, want %s", tc.remoteAddr, addr, tc.want)
+		}
+	}
+}
+
+func TestAddrStringReusesCanonicalText(t *testing.T) {
+	text := "203.0.113.7:80"[:11]
+	if s := addrString(netip.MustParseAddr(text), text); s != "203.0.113.7" || unsafe.StringData(s) != unsafe.StringData(text) {
+		t.Errorf("canonical text not reused: %q", s)
+	}
+	if s := addrString(netip.MustParseAddr("2001:DB8::1"), "2001:DB8::1"); s != "2001:db8::1" {
+		t.Errorf("non-canonical text kept: %q", s)
 	}
 }
