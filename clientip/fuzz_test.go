@@ -25,6 +25,21 @@ func fuzzResolver(t *testing.T, config string) *Handler {
 	return h
 }
 
+// handlersByHops provisions, on first use, one handler per hops value from
+// a config format with a %d for hops.
+type handlersByHops struct {
+	format string
+	cache  map[int]*Handler
+}
+
+func (hs *handlersByHops) get(t *testing.T, hops uint8) (*Handler, int) {
+	n := int(hops%maxHops) + 1
+	if hs.cache[n] == nil {
+		hs.cache[n] = fuzzResolver(t, fmt.Sprintf(hs.format, n))
+	}
+	return hs.cache[n], n
+}
+
 func checkBypass(t *testing.T, h *Handler, header http.Header) {
 	res := h.resolver.resolve(fuzzStranger, header)
 	if res.viaEdge() || res.client.String() != "198.51.100.1" {
@@ -50,14 +65,9 @@ func FuzzForwardedFor(f *testing.F) {
 	} {
 		f.Add(seed.line1, seed.line2, seed.hops)
 	}
-	handlers := map[int]*Handler{}
+	handlers := handlersByHops{`{"trusted_proxies":["10.0.0.0/8"],"hops":%d}`, map[int]*Handler{}}
 	f.Fuzz(func(t *testing.T, line1, line2 string, hops uint8) {
-		n := int(hops%maxHops) + 1
-		h := handlers[n]
-		if h == nil {
-			h = fuzzResolver(t, fmt.Sprintf(`{"trusted_proxies":["10.0.0.0/8"],"hops":%d}`, n))
-			handlers[n] = h
-		}
+		h, n := handlers.get(t, hops)
 		header := http.Header{"X-Forwarded-For": {line1, line2}}
 		res := h.resolver.resolve(fuzzEdgePeer, header)
 
@@ -112,14 +122,9 @@ func FuzzForwardedHeader(f *testing.F) {
 	} {
 		f.Add(seed.line1, seed.line2, seed.hops)
 	}
-	handlers := map[int]*Handler{}
+	handlers := handlersByHops{`{"trusted_proxies":["10.0.0.0/8"],"forwarded":true,"hops":%d}`, map[int]*Handler{}}
 	f.Fuzz(func(t *testing.T, line1, line2 string, hops uint8) {
-		n := int(hops%maxHops) + 1
-		h := handlers[n]
-		if h == nil {
-			h = fuzzResolver(t, fmt.Sprintf(`{"trusted_proxies":["10.0.0.0/8"],"forwarded":true,"hops":%d}`, n))
-			handlers[n] = h
-		}
+		h, _ := handlers.get(t, hops)
 		header := http.Header{"Forwarded": {line1, line2}}
 		res := h.resolver.resolve(fuzzEdgePeer, header)
 		if !res.viaEdge() {

@@ -46,6 +46,16 @@ func serve(t *testing.T, h *Handler, remoteAddr string, header http.Header) (see
 	return s, err
 }
 
+func (s seen) checkPlaceholders(t *testing.T, peer, source, viaEdge, clientIP string) {
+	t.Helper()
+	want := map[string]string{"http.client_ip.peer": peer, "http.client_ip.source": source, "http.client_ip.via_edge": viaEdge, "client_ip": clientIP}
+	for k, v := range want {
+		if s.repl[k] != v {
+			t.Errorf("{%s} = %q, want %q", k, s.repl[k], v)
+		}
+	}
+}
+
 func TestServeThroughTheEdge(t *testing.T) {
 	h := provision(t, `{"trusted_proxies":["10.0.0.0/8"],"secret":{"header":"X-Edge-Secret","value":"abc"}}`)
 	s, err := serve(t, h, "10.0.0.1:4711", hdr(
@@ -60,12 +70,7 @@ func TestServeThroughTheEdge(t *testing.T) {
 	if s.clientIP != "203.0.113.7" || s.trusted != true {
 		t.Errorf("vars client_ip=%v trusted_proxy=%v, want 203.0.113.7 true", s.clientIP, s.trusted)
 	}
-	want := map[string]string{"http.client_ip.peer": "10.0.0.1", "http.client_ip.source": "xff", "http.client_ip.via_edge": "true", "client_ip": "203.0.113.7"}
-	for k, v := range want {
-		if s.repl[k] != v {
-			t.Errorf("{%s} = %q, want %q", k, s.repl[k], v)
-		}
-	}
+	s.checkPlaceholders(t, "10.0.0.1", "xff", "true", "203.0.113.7")
 	if got := s.header.Values("X-Forwarded-For"); len(got) != 1 || got[0] != "203.0.113.7" {
 		t.Errorf("X-Forwarded-For %q, want [203.0.113.7]: what the edge did not vouch for is dropped", got)
 	}
@@ -130,12 +135,7 @@ func TestServeNotThroughTheEdge(t *testing.T) {
 	if s.clientIP != "198.51.100.1" || s.trusted != false {
 		t.Errorf("vars client_ip=%v trusted_proxy=%v, want the peer and false", s.clientIP, s.trusted)
 	}
-	want := map[string]string{"http.client_ip.peer": "198.51.100.1", "http.client_ip.source": "peer", "http.client_ip.via_edge": "false", "client_ip": "198.51.100.1"}
-	for k, v := range want {
-		if s.repl[k] != v {
-			t.Errorf("{%s} = %q, want %q", k, s.repl[k], v)
-		}
-	}
+	s.checkPlaceholders(t, "198.51.100.1", "peer", "false", "198.51.100.1")
 	for _, name := range []string{"X-Edge-Secret", "X-Client", "X-Real-IP", "True-Client-IP", "CF-Connecting-IP", "Fastly-Client-IP", "Forwarded"} {
 		if v := s.header.Get(name); v != "" {
 			t.Errorf("%s: %q reached the next handler", name, v)

@@ -56,78 +56,59 @@ func TestClientIPThroughTheEdge(t *testing.T) {
 	c, _ := startClientIPCaddy(t)
 	c.WaitHTTPS(t)
 
-	for _, tc := range []struct {
-		name   string
-		client *http.Client
-		url    string
-		proto  string
-	}{
-		{"h1", c.Client(), c.URL("/through-edge-h1"), "HTTP/1.1"},
-		{"h3", c.H3Client(), c.HTTPSURL("/through-edge-h3"), "HTTP/3.0"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			// The PoP saw the caller 203.0.113.7, which had written its own
-			// X-Forwarded-For; an internal hop on loopback came next.
-			req, _ := http.NewRequest(http.MethodGet, tc.url, nil)
-			req.Header.Set("X-Forwarded-For", "6.6.6.6, 203.0.113.7, 127.0.0.1")
-			req.Header.Set("X-Edge-Secret", "pop-proves-itself")
-			req.Header.Set("CF-Connecting-IP", "203.0.113.7")
-			echo, proto := getEcho(t, tc.client, req)
-			if proto != tc.proto {
-				t.Fatalf("spoke %s, want %s", proto, tc.proto)
+	overH1AndH3(t, c, "/through-edge", func(t *testing.T, client *http.Client, url, wantProto string) {
+		// The PoP saw the caller 203.0.113.7, which had written its own
+		// X-Forwarded-For; an internal hop on loopback came next.
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.Header.Set("X-Forwarded-For", "6.6.6.6, 203.0.113.7, 127.0.0.1")
+		req.Header.Set("X-Edge-Secret", "pop-proves-itself")
+		req.Header.Set("CF-Connecting-IP", "203.0.113.7")
+		echo, proto := getEcho(t, client, req)
+		if proto != wantProto {
+			t.Fatalf("spoke %s, want %s", proto, wantProto)
+		}
+		h := http.Header(echo.Headers)
+		xff := h.Values("X-Forwarded-For")
+		if len(xff) != 1 || !strings.HasPrefix(xff[0], "203.0.113.7, 127.0.0.1, ") {
+			t.Errorf("origin saw X-Forwarded-For %q, want \"203.0.113.7, 127.0.0.1, <peer>\"", xff)
+		}
+		if v := h.Get("X-Edge-Secret"); v != "" {
+			t.Errorf("the secret went upstream: %q", v)
+		}
+		if h.Get("CF-Connecting-IP") != "203.0.113.7" {
+			t.Errorf("a header the edge wrote was stripped from a request that came through it")
+		}
+		want := map[string]string{"X-Office": "yes", "X-Seen-Client": "203.0.113.7", "X-Seen-Source": "xff", "X-Seen-Via-Edge": "true"}
+		for name, value := range want {
+			if got := h.Get(name); got != value {
+				t.Errorf("origin saw %s %q, want %q", name, got, value)
 			}
-			h := http.Header(echo.Headers)
-			xff := h.Values("X-Forwarded-For")
-			if len(xff) != 1 || !strings.HasPrefix(xff[0], "203.0.113.7, 127.0.0.1, ") {
-				t.Errorf("origin saw X-Forwarded-For %q, want \"203.0.113.7, 127.0.0.1, <peer>\"", xff)
-			}
-			if v := h.Get("X-Edge-Secret"); v != "" {
-				t.Errorf("the secret went upstream: %q", v)
-			}
-			if h.Get("CF-Connecting-IP") != "203.0.113.7" {
-				t.Errorf("a header the edge wrote was stripped from a request that came through it")
-			}
-			want := map[string]string{"X-Office": "yes", "X-Seen-Client": "203.0.113.7", "X-Seen-Source": "xff", "X-Seen-Via-Edge": "true"}
-			for name, value := range want {
-				if got := h.Get(name); got != value {
-					t.Errorf("origin saw %s %q, want %q", name, got, value)
-				}
-			}
-			if peer := h.Get("X-Seen-Peer"); peer != "127.0.0.1" && peer != "::1" {
-				t.Errorf("{http.client_ip.peer} = %q, want a loopback address", peer)
-			}
-			entry := accessLogEntry(t, c, req.URL.Path)
-			if entry.Request.ClientIP != "203.0.113.7" || entry.ClientIP.Source != "xff" || !entry.ClientIP.ViaEdge || entry.ClientIP.Peer != h.Get("X-Seen-Peer") {
-				t.Errorf("access log has request.client_ip %q and client_ip %+v, want 203.0.113.7 via xff from the edge", entry.Request.ClientIP, entry.ClientIP)
-			}
-		})
-	}
+		}
+		if peer := h.Get("X-Seen-Peer"); peer != "127.0.0.1" && peer != "::1" {
+			t.Errorf("{http.client_ip.peer} = %q, want a loopback address", peer)
+		}
+		entry := accessLogEntry(t, c, req.URL.Path)
+		if entry.Request.ClientIP != "203.0.113.7" || entry.ClientIP.Source != "xff" || !entry.ClientIP.ViaEdge || entry.ClientIP.Peer != h.Get("X-Seen-Peer") {
+			t.Errorf("access log has request.client_ip %q and client_ip %+v, want 203.0.113.7 via xff from the edge", entry.Request.ClientIP, entry.ClientIP)
+		}
+	})
 }
 
 func TestClientIPCallerBypassingTheEdge(t *testing.T) {
 	c, _ := startClientIPCaddy(t)
 	c.WaitHTTPS(t)
 
-	for _, tc := range []struct {
-		name   string
-		client *http.Client
-		url    string
-		secret string
-	}{
-		{"h1 no secret", c.Client(), c.URL("/bypass-h1"), ""},
-		{"h1 wrong secret", c.Client(), c.URL("/bypass-h1-wrong"), "pop-proves-itselF"},
-		{"h3 no secret", c.H3Client(), c.HTTPSURL("/bypass-h3"), ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(http.MethodGet, tc.url, nil)
+	overH1AndH3(t, c, "/bypass", func(t *testing.T, client *http.Client, url, _ string) {
+		for _, secret := range []string{"", "pop-proves-itselF"} {
+			req, _ := http.NewRequest(http.MethodGet, url+"?secret="+secret, nil)
 			req.Header.Set("X-Forwarded-For", "203.0.113.7, 127.0.0.1")
-			if tc.secret != "" {
-				req.Header.Set("X-Edge-Secret", tc.secret)
+			if secret != "" {
+				req.Header.Set("X-Edge-Secret", secret)
 			}
 			for name, value := range spoofHeaders {
 				req.Header.Set(name, value)
 			}
-			echo, _ := getEcho(t, tc.client, req)
+			echo, _ := getEcho(t, client, req)
 			h := http.Header(echo.Headers)
 			peer := h.Get("X-Seen-Peer")
 			if peer != "127.0.0.1" && peer != "::1" {
@@ -154,12 +135,12 @@ func TestClientIPCallerBypassingTheEdge(t *testing.T) {
 					t.Errorf("origin saw %s %q, want %q", name, got, value)
 				}
 			}
-			entry := accessLogEntry(t, c, req.URL.Path)
+			entry := accessLogEntry(t, c, req.URL.RequestURI())
 			if entry.Request.ClientIP != peer || entry.ClientIP.Source != "peer" || entry.ClientIP.ViaEdge {
 				t.Errorf("access log has request.client_ip %q and client_ip %+v, want the peer, not via the edge", entry.Request.ClientIP, entry.ClientIP)
 			}
-		})
-	}
+		}
+	})
 }
 
 func TestClientIPUntrustedReject(t *testing.T) {
@@ -190,14 +171,14 @@ http://127.0.0.1:{$HTTP_PORT} {
 	// through handle_errors.
 	req, _ := http.NewRequest(http.MethodGet, c.URL("/direct"), nil)
 	req.Header.Set("X-Forwarded-For", "203.0.113.7")
-	status, body := do(t, client, req)
+	status, body, _ := do(t, client, req)
 	if status != 451 || body != "refused 451: peer=127.0.0.1 via_edge=false" {
 		t.Errorf("untrusted request: %d %q, want 451 from handle_errors", status, body)
 	}
 
 	// Loopback is the edge here; without a chain it is not through it.
 	req, _ = http.NewRequest(http.MethodGet, c.URL("/edge/no-chain"), nil)
-	if status, body := do(t, client, req); status != 403 || body != "refused 403: peer=127.0.0.1 via_edge=false" {
+	if status, body, _ := do(t, client, req); status != 403 || body != "refused 403: peer=127.0.0.1 via_edge=false" {
 		t.Errorf("edge without a chain: %d %q, want the default 403", status, body)
 	}
 	req, _ = http.NewRequest(http.MethodGet, c.URL("/edge/ok"), nil)
@@ -286,34 +267,36 @@ http://127.0.0.1:{$HTTP_PORT} {
 	stillServing(t)
 }
 
+// overH1AndH3 runs fn as a subtest over plain HTTP/1.1 and over HTTP/3,
+// each with its own path under prefix.
+func overH1AndH3(t *testing.T, c *Caddy, prefix string, fn func(t *testing.T, client *http.Client, url, proto string)) {
+	t.Run("h1", func(t *testing.T) { fn(t, c.Client(), c.URL(prefix+"-h1"), "HTTP/1.1") })
+	t.Run("h3", func(t *testing.T) { fn(t, c.H3Client(), c.HTTPSURL(prefix+"-h3"), "HTTP/3.0") })
+}
+
 // getEcho is GetEcho that also returns the protocol the client spoke.
 func getEcho(t *testing.T, client *http.Client, req *http.Request) (Echo, string) {
 	t.Helper()
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("%s: %v", req.URL, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s: status %d: %s", req.URL, resp.StatusCode, body)
+	status, body, proto := do(t, client, req)
+	if status != http.StatusOK {
+		t.Fatalf("%s: status %d: %s", req.URL, status, body)
 	}
 	var e Echo
-	if err := json.Unmarshal(body, &e); err != nil {
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
 		t.Fatalf("decoding echo %q: %v", body, err)
 	}
-	return e, resp.Proto
+	return e, proto
 }
 
-func do(t *testing.T, client *http.Client, req *http.Request) (int, string) {
+func do(t *testing.T, client *http.Client, req *http.Request) (status int, body, proto string) {
 	t.Helper()
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("%s: %v", req.URL, err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Proto
 }
 
 // accessEntry is the part of an access log line these tests read.
