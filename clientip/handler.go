@@ -33,9 +33,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 	}
 
-	// Box each string once: every conversion to `any` would allocate.
-	var peerValue, clientValue any = peer, nil
-	clientValue = peerValue
+	peerValue := any(peer) // box once: each conversion to any allocates
+	clientValue := peerValue
 	if viaEdge {
 		clientValue = client
 	}

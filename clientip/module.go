@@ -38,6 +38,11 @@ var defaultStrip = []string{"X-Real-IP", "True-Client-IP", "CF-Connecting-IP", "
 // Handler resolves the real client address of requests that came through a
 // trusted edge, sets Caddy's `client_ip` and `trusted_proxy` variables from
 // it, and strips client-address headers from requests that did not.
+//
+// Through the edge, X-Forwarded-For is trimmed to start at the client (in
+// header and Forwarded modes it becomes just the client), so reverse_proxy,
+// which appends the peer, sends upstream only what the edge vouched for.
+// Otherwise reverse_proxy starts it afresh, since trusted_proxy is false.
 type Handler struct {
 	// Addresses of the edge in front of Caddy: CIDRs, single IPs, or
 	// `private_ranges`. The last `hops` members of the chain (the TCP peer

@@ -30,7 +30,7 @@ const (
 	reasonUntrustedHop        // a member of the trusted span is not in trusted_proxies
 	reasonShortChain          // fewer chain members than hops (+ the client entry)
 	reasonInvalid             // garbage, `unknown` or obfuscated where an address is needed
-	reasonTooLong             // more than maxChainFields fields
+	reasonTooLong             // more than maxChainFields fields or maxChainBytes bytes
 	numReasons
 )
 
