@@ -37,6 +37,10 @@ var benchCases = []struct {
 		hdr("Forwarded", strings.Repeat("for=x;", 2730))},
 	{"forwarded/8KiB-garbage", `{"trusted_proxies":["10.0.0.0/8"],"hops":3,"forwarded":true}`,
 		hdr("Forwarded", strings.Repeat("for=x;", 1365))},
+	{"forwarded/8KiB-garbage-pairs", `{"trusted_proxies":["10.0.0.0/8"],"hops":3,"forwarded":true}`,
+		hdr("Forwarded", strings.Repeat("a=b;", 2048))},
+	{"forwarded/8KiB-garbage-quotes", `{"trusted_proxies":["10.0.0.0/8"],"hops":3,"forwarded":true}`,
+		hdr("Forwarded", "for=x;for="+strings.Repeat(`"x"`, 2700))},
 }
 
 func BenchmarkResolve(b *testing.B) {

@@ -13,6 +13,10 @@ const (
 	maxHops        = 16
 	maxChainFields = 64
 	maxChainBytes  = 8 << 10
+
+	// RFC 7239 defines four parameters (for, by, host, proto); an element
+	// with more than maxPairs is not one a proxy wrote.
+	maxPairs = 16
 )
 
 // tooLong reports whether header lines exceed maxChainBytes in total.
@@ -172,6 +176,11 @@ func forwardedElement(line string, i int) (member, int, bool) {
 			continue
 		}
 		pairs++
+		if pairs > maxPairs {
+			bad = true
+			i = skipToComma(line, i)
+			break
+		}
 		nameStart := i
 		for i < n && isTchar(line[i]) {
 			i++
@@ -285,18 +294,29 @@ func skipOWS(s string, i int) int {
 }
 
 // skipToComma returns the index of the next comma outside a quoted-string,
-// or len(s).
+// or len(s). It jumps with IndexByte rather than stepping through bytes, and
+// looks for the comma again only once a quoted-string has passed it, so it
+// stays linear whatever the mix of quotes and commas.
 func skipToComma(s string, i int) int {
-	quoted := false
-	for ; i < len(s); i++ {
-		switch c := s[i]; {
-		case quoted && c == '\\':
-			i++
-		case c == '"':
-			quoted = !quoted
-		case !quoted && c == ',':
-			return i
+	comma := -1 // the first comma at or after i; len(s) if none
+	for i < len(s) {
+		if comma < i {
+			if c := strings.IndexByte(s[i:], ','); c >= 0 {
+				comma = i + c
+			} else {
+				comma = len(s)
+			}
 		}
+		q := strings.IndexByte(s[i:comma], '"')
+		if q < 0 {
+			return comma
+		}
+		for i += q + 1; i < len(s) && s[i] != '"'; i++ {
+			if s[i] == '\\' {
+				i++
+			}
+		}
+		i++ // closing quote
 	}
 	return len(s)
 }

@@ -204,6 +204,12 @@ func TestResolveForwarded(t *testing.T) {
 		{"caller bypasses the edge", strangers, []string{"Forwarded", "for=1.2.3.4"}, "198.51.100.1", sourcePeer, reasonUntrustedHop},
 		{"64 elements are fine", edgePeer, []string{"Forwarded", elements(64)}, callerIP, sourceForwarded, 0},
 		{"over-long", edgePeer, []string{"Forwarded", elements(65)}, "10.0.0.1", sourcePeer, reasonTooLong},
+		{"16 pairs are fine", edgePeer, []string{"Forwarded", "for=203.0.113.7" + strings.Repeat(";a=b", 15)}, callerIP, sourceForwarded, 0},
+		{"17 pairs are not", edgePeer, []string{"Forwarded", "for=203.0.113.7" + strings.Repeat(";a=b", 16)}, "10.0.0.1", sourcePeer, reasonInvalid},
+		{"quotes before the element's comma", edgePeer, []string{"Forwarded", `for=1;a="x,y" "z", for=203.0.113.7`}, callerIP, sourceForwarded, 0},
+		{"escaped quote in a bad element", edgePeer, []string{"Forwarded", `for=1;a="x\",y", for=203.0.113.7`}, callerIP, sourceForwarded, 0},
+		{"escaped quote in a skipped element", edgePeer, []string{"Forwarded", `for=1;for=2;a="x\",y" "z,", for=203.0.113.7`}, callerIP, sourceForwarded, 0},
+		{"unterminated quote in a skipped element", edgePeer, []string{"Forwarded", `for=1;for=2;a="x, for=203.0.113.7`}, "10.0.0.1", sourcePeer, reasonInvalid},
 		{"over 8 KiB", edgePeer, []string{"Forwarded", "for=203.0.113.7;ext=" + strings.Repeat("x", 8<<10)}, "10.0.0.1", sourcePeer, reasonTooLong},
 	})
 	runResolveCases(t, `{"trusted_proxies":["10.0.0.0/8"],"forwarded":true,"hops":2}`, []resolveCase{
