@@ -342,3 +342,62 @@ func grepLines(text, substr string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestClientIPHeaderAndForwardedModes: the edge writes the caller in
+// CF-Connecting-IP or in RFC 7239 Forwarded; the origin gets an
+// X-Forwarded-For of just that caller plus the peer, whatever the caller
+// wrote there itself. Untrusted requests are let in and logged (observe).
+func TestClientIPHeaderAndForwardedModes(t *testing.T) {
+	origin := EchoOrigin(t)
+	c := StartCaddy(t, `
+http://127.0.0.1:{$HTTP_PORT} {
+	handle /cf/* {
+		client_ip {
+			trusted_proxies 127.0.0.1
+			header CF-Connecting-IP
+			untrusted observe
+		}
+		reverse_proxy `+origin+`
+	}
+	handle /fwd/* {
+		client_ip {
+			trusted_proxies 127.0.0.1
+			forwarded
+		}
+		reverse_proxy `+origin+`
+	}
+}`)
+	client := c.Client()
+	for _, tc := range []struct{ path, header, value, want string }{
+		{"/cf/ok", "CF-Connecting-IP", "[2001:db8::7]:5555", "2001:db8::7, 127.0.0.1"},
+		{"/cf/list", "CF-Connecting-IP", "203.0.113.7, 6.6.6.6", "127.0.0.1"},
+		{"/fwd/ok", "Forwarded", `for=6.6.6.6, for="203.0.113.7:4711";proto=https`, "203.0.113.7, 127.0.0.1"},
+		{"/fwd/unknown", "Forwarded", "for=unknown", "127.0.0.1"},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, c.URL(tc.path), nil)
+		req.Header.Set("X-Forwarded-For", "6.6.6.6")
+		req.Header.Set(tc.header, tc.value)
+		echo, _ := getEcho(t, client, req)
+		if got := http.Header(echo.Headers).Get("X-Forwarded-For"); got != tc.want {
+			t.Errorf("%s with %s %q: origin saw X-Forwarded-For %q, want %q", tc.path, tc.header, tc.value, got, tc.want)
+		}
+	}
+
+	// observe: the untrusted /cf/list request got through above, and is in
+	// the log with its reason.
+	found := WaitFor(context.Background(), 10*time.Second, func() bool {
+		for line := range strings.SplitSeq(c.Logs(), "\n") {
+			if strings.Contains(line, `"logger":"http.handlers.client_ip"`) && strings.Contains(line, "request did not come through the edge") &&
+				strings.Contains(line, `"reason":"invalid_address"`) && strings.Contains(line, `"uri":"/cf/list"`) {
+				return true
+			}
+		}
+		return false
+	})
+	if !found {
+		t.Errorf("no observe log line for /cf/list:\n%s", grepLines(c.Logs(), "client_ip"))
+	}
+	if m := c.Metrics(); !strings.Contains(m, `caddy_client_ip_untrusted_total{action="observe",reason="invalid_address"} 1`+"\n") {
+		t.Errorf("observe not counted:\n%s", grepLines(m, "caddy_client_ip"))
+	}
+}
