@@ -1,0 +1,283 @@
+package engine
+
+import (
+	"regexp/syntax"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Context flags of a DFA state: what the byte before it was. Zero-width
+// assertions are decided when the next byte (or the end of input) is known,
+// so a state only needs to remember this much of its past.
+const (
+	flagStart uint8 = 1 << iota // no byte before: start of the body
+	flagNL                      // previous byte was '\n'
+	flagWord                    // previous byte was an ASCII word byte
+)
+
+// startFlags is the context of a start state by prevClass.
+var startFlags = [4]uint8{flagStart, flagNL, flagWord, 0}
+
+// prevClass maps the previous byte (-1: none) to an index in startFlags.
+func prevClass(prev int) int {
+	switch {
+	case prev < 0:
+		return 0
+	case prev == '\n':
+		return 1
+	case isWordByte(byte(prev)):
+		return 2
+	}
+	return 3
+}
+
+func isWordByte(b byte) bool {
+	return b == '_' || '0' <= b && b <= '9' || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z'
+}
+
+func flagsAfter(b byte) uint8 {
+	switch {
+	case b == '\n':
+		return flagNL
+	case isWordByte(b):
+		return flagWord
+	}
+	return 0
+}
+
+// emptyContext is the set of zero-width assertions true between a byte
+// described by flags and the next byte b (-1: end of input).
+func emptyContext(flags uint8, b int) syntax.EmptyOp {
+	var op syntax.EmptyOp
+	if flags&flagStart != 0 {
+		op |= syntax.EmptyBeginText | syntax.EmptyBeginLine
+	}
+	if flags&flagNL != 0 {
+		op |= syntax.EmptyBeginLine
+	}
+	if b < 0 {
+		op |= syntax.EmptyEndText | syntax.EmptyEndLine
+	} else if b == '\n' {
+		op |= syntax.EmptyEndLine
+	}
+	if (flags&flagWord != 0) != (b >= 0 && isWordByte(byte(b))) {
+		op |= syntax.EmptyWordBoundary
+	} else {
+		op |= syntax.EmptyNoWordBoundary
+	}
+	return op
+}
+
+// state is a DFA state: the NFA threads waiting for the next byte, in
+// priority order (sorted by pc under Longest, where order is irrelevant),
+// plus the context flags. match is the rule whose match ended just before
+// the byte that led here (-1: none). States are immutable except for their
+// transitions, which are filled in lazily and read without locks.
+type state struct {
+	pcs   []uint32
+	flags uint8
+	match int32
+	eof   atomic.Int32 // rule matched at end of input; -2: not computed yet
+	next  []atomic.Pointer[state]
+}
+
+// dfa is the lazily built, size-bounded DFA shared by every stream of a Set.
+type dfa struct {
+	prog     *nfa
+	first    bool // leftmost-first thread priority (else leftmost-longest)
+	classes  *[256]uint8
+	classRep []byte // a byte of each class
+
+	mu      sync.Mutex
+	states  map[string]*state
+	pinned  []*state // start states kept across cache resets
+	size    int
+	limit   int
+	resets  atomic.Int64
+	built   atomic.Int64
+	visited []uint32 // sparse set: dense
+	index   []uint32 // sparse set: sparse
+	stack   []uint32
+	out     []uint32
+	key     []byte
+}
+
+func newDFA(prog *nfa, first bool, classes *[256]uint8, rep []byte, limit int) *dfa {
+	return &dfa{
+		prog: prog, first: first, classes: classes, classRep: rep, limit: limit,
+		states: make(map[string]*state),
+		index:  make([]uint32, len(prog.insts)),
+	}
+}
+
+func (d *dfa) stateSize(npcs int) int {
+	return npcs*4 + (len(d.classRep)+1)*int(unsafe.Sizeof(atomic.Pointer[state]{})) + int(unsafe.Sizeof(state{})) + 48
+}
+
+// intern returns the state for (flags, match, pcs), creating it if needed.
+// d.mu must be held.
+func (d *dfa) intern(flags uint8, match int32, pcs []uint32) *state {
+	d.key = append(d.key[:0], flags, byte(match), byte(match>>8), byte(match>>16), byte(match>>24))
+	for _, pc := range pcs {
+		d.key = append(d.key, byte(pc), byte(pc>>8), byte(pc>>16), byte(pc>>24))
+	}
+	if s, ok := d.states[string(d.key)]; ok {
+		return s
+	}
+	sz := d.stateSize(len(pcs))
+	if d.size+sz > d.limit {
+		d.reset()
+	}
+	s := &state{pcs: slices.Clone(pcs), flags: flags, match: match, next: make([]atomic.Pointer[state], len(d.classRep)+1)}
+	s.eof.Store(-2)
+	d.states[string(d.key)] = s
+	d.size += sz
+	d.built.Add(1)
+	return s
+}
+
+// reset empties the cache when it is full (RE2's policy). Streams holding a
+// state keep a valid, immutable object; its transitions are cleared so that
+// they are rebuilt in the new cache, and the old states become garbage.
+func (d *dfa) reset() {
+	for _, s := range d.states {
+		for i := range s.next {
+			s.next[i].Store(nil)
+		}
+	}
+	clear(d.states)
+	d.size = 0
+	d.resets.Add(1)
+	for _, s := range d.pinned {
+		k := stateKey(s)
+		d.states[k] = s
+		d.size += d.stateSize(len(s.pcs))
+	}
+}
+
+func stateKey(s *state) string {
+	k := []byte{s.flags, byte(s.match), byte(s.match >> 8), byte(s.match >> 16), byte(s.match >> 24)}
+	for _, pc := range s.pcs {
+		k = append(k, byte(pc), byte(pc>>8), byte(pc>>16), byte(pc>>24))
+	}
+	return string(k)
+}
+
+// step runs the NFA threads of a state (flags, pcs) over byte b (-1: end of
+// input): it follows the zero-width instructions the context allows, in
+// priority order, records the best rule that matches before b, and collects
+// the threads that consume b into d.out. Under leftmost-first semantics a
+// match cuts every lower-priority thread. d.mu must be held.
+func (d *dfa) step(flags uint8, pcs []uint32, b int) int32 {
+	ctx := emptyContext(flags, b)
+	insts := d.prog.insts
+	d.visited = d.visited[:0]
+	d.out = d.out[:0]
+	match := int32(-1)
+	for _, pc := range pcs {
+		d.stack = append(d.stack[:0], pc)
+		for len(d.stack) > 0 {
+			pc := d.stack[len(d.stack)-1]
+			d.stack = d.stack[:len(d.stack)-1]
+			if i := d.index[pc]; int(i) < len(d.visited) && d.visited[i] == pc {
+				continue
+			}
+			d.index[pc] = uint32(len(d.visited))
+			d.visited = append(d.visited, pc)
+			in := &insts[pc]
+			switch in.op {
+			case opByte:
+				if b >= 0 && in.lo <= byte(b) && byte(b) <= in.hi {
+					d.out = append(d.out, in.out)
+				}
+			case opSplit:
+				d.stack = append(d.stack, in.out1, in.out)
+			case opNop:
+				d.stack = append(d.stack, in.out)
+			case opEmpty:
+				if in.empty&^ctx == 0 {
+					d.stack = append(d.stack, in.out)
+				}
+			case opMatch:
+				if d.first {
+					if match < 0 {
+						match = in.rule
+					}
+					// Lower-priority threads lose to this match.
+					return match
+				}
+				if match < 0 || in.rule < match {
+					match = in.rule
+				}
+			}
+		}
+	}
+	return match
+}
+
+// next computes the transition of s on byte class c.
+func (d *dfa) next(s *state, c int) *state {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if t := s.next[c].Load(); t != nil {
+		return t
+	}
+	b := d.classRep[c]
+	m := d.step(s.flags, s.pcs, int(b))
+	out := d.dedup(d.out)
+	t := d.intern(flagsAfter(b), m, out)
+	s.next[c].Store(t)
+	return t
+}
+
+// eofMatch returns the rule that matches at the end of input from s, or -1.
+func (d *dfa) eofMatch(s *state) int32 {
+	if m := s.eof.Load(); m != -2 {
+		return m
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := d.step(s.flags, s.pcs, -1)
+	s.eof.Store(m)
+	return m
+}
+
+// dedup removes repeated pcs keeping the first (highest priority); under
+// leftmost-longest the order carries no meaning, so the set is sorted to
+// share more states.
+func (d *dfa) dedup(pcs []uint32) []uint32 {
+	if !d.first {
+		slices.Sort(pcs)
+		return slices.Compact(pcs)
+	}
+	n := 0
+	for _, pc := range pcs {
+		if !slices.Contains(pcs[:n], pc) {
+			pcs[n] = pc
+			n++
+		}
+	}
+	return pcs[:n]
+}
+
+// start returns the start state for the rules in active after a byte of
+// class prev (see prevClass).
+func (d *dfa) start(active Mask, prev int, pin bool) *state {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	pcs := d.out[:0] // scratch; intern copies it
+	for r, pc := range d.prog.start {
+		if active.Has(r) {
+			pcs = append(pcs, pc)
+		}
+	}
+	pcs = d.dedup(pcs)
+	d.out = pcs
+	s := d.intern(startFlags[prev], -1, pcs)
+	if pin {
+		d.pinned = append(d.pinned, s)
+	}
+	return s
+}

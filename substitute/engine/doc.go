@@ -1,0 +1,84 @@
+// Package engine is the streaming matcher behind the substitute handler: it
+// finds the matches of many find-and-replace rules in a body written in
+// chunks, and writes the body out with the matches replaced.
+//
+// It is built like Go's regexp package: a compiler turns the rules into a
+// program, and a matcher runs it.
+//
+// # Compiler
+//
+// Each rule is parsed by regexp/syntax (literal rules are taken as bytes),
+// simplified, and compiled into one byte-level NFA with an entry point and
+// a match instruction per rule (nfa.go). Runes become the byte sequences of
+// their UTF-8 encodings (the usual split of rune ranges into byte ranges),
+// shared through a small trie so that \pL is not hundreds of threads; (?i)
+// becomes each rune's case-folding orbit; ^ $ \A \z \b \B stay zero-width
+// instructions. Invalid UTF-8 in a body never matches . or a class (Go's
+// regexp would read it as U+FFFD); such bytes pass through untouched.
+// Compile refuses, naming the rule, patterns that do not parse, rules that
+// can match the empty string, replacements that name a missing group, and
+// rule sets larger than Options.MaxInstructions.
+//
+// # Matcher
+//
+// The NFA runs as a lazy DFA (dfa.go): a state is the ordered list of NFA
+// threads waiting for the next byte plus what the previous byte was (start,
+// '\n', word byte, other). Zero-width assertions are decided when the next
+// byte, or the end of the body, is known, so a match is seen one byte late
+// and $, \z and \b are right at chunk boundaries and at the end. A
+// transition records the rule whose match ended before the byte: the lowest
+// numbered rule under Longest; under First, the threads are in priority
+// order (declaration order, then leftmost-first inside a regexp) and a match
+// cuts the threads below it, as in a Pike VM. States are built on demand
+// and cached in a table shared by every stream of a Set (transitions are
+// read with atomic loads, built under a mutex). The cache is bounded by
+// Options.CacheSize; when it is full it is emptied and refilled on demand
+// (RE2's policy), which keeps memory bounded and output unchanged: in the
+// worst case each byte pays for building a state, like one Pike VM step.
+// Set.CacheResets counts these resets.
+//
+// # Scanner
+//
+// A stream (stream.go) looks for positions where a match can start with a
+// prefilter built from the DFA at compile time: a table of the byte pairs
+// that can begin a match (or complete a one-byte match), tested seven pairs
+// per 8-byte load against a copy folded to 32 KiB so it stays in L1, with
+// hits confirmed by a hashed table of byte triples. On the HTML sample with
+// 10 rules it starts about 2,600 attempts per MB. From each candidate the
+// DFA runs anchored, for every active rule at once, until it dies, until
+// MaxMatch+1 bytes have been read, or until the input runs out, in which
+// case the attempt is kept (its state and at most MaxMatch bytes) and
+// resumed by the next Write. The attempt's best match wins: the leftmost,
+// since candidates are tried in order, then the longest and the first
+// declared (Longest), or the first declared and leftmost-first (First).
+// The bytes before it are written out unchanged in one Write, the
+// replacement follows, and scanning resumes after the match. A failed
+// attempt resumes the scan one byte after its start, so the bytes it read
+// may be read again by the next attempts. Usual rules die within a few
+// bytes, but a pattern like <a [^>]*> over "<a <a <a ..." would read
+// MaxMatch bytes per candidate. To bound that, an attempt leaves a
+// checkpoint (offset, DFA state) every stride bytes; a later attempt that
+// reaches a checkpoint of the last failed attempt in the same state shares
+// its fate and stops there, or skips to where that attempt hit MaxMatch. A
+// hostile body then costs about stride (64 to 256) bytes per candidate
+// instead of MaxMatch (BenchmarkWorstCase).
+//
+// A rule still able to grow after MaxMatch bytes is dropped at that
+// position (Stream.Dropped counts it) and the attempt is run again without
+// it, so other rules still compete there. A once rule leaves the active set
+// after its first match; the start states for a reduced set of rules (once,
+// Stream.Restrict) are interned in the same cache.
+//
+// Replacement templates are parsed once: text, $1 ${name} $$ (Go's
+// regexp.Expand syntax) and {placeholder} variables resolved through Vars
+// once per stream. Capture groups are computed only for rules whose
+// replacement uses them, after the match is known, by a pooled Pike VM over
+// the rune program (submatch.go): those of the leftmost-first parse of the
+// matched text.
+//
+// A Set is immutable and safe for concurrent use. A Stream holds its
+// attempt's bytes (at most MaxMatch plus a 1 KiB window), 66 checkpoints
+// and a few words per rule, in all less than MaxMatch + 4 KiB for up to a
+// few hundred rules (TestStreamMemory); it is reused with Reset and
+// allocates nothing per Write in steady state.
+package engine

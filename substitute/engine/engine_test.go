@@ -1,0 +1,429 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func mustCompile(t testing.TB, rules []Rule, opts Options) *Set {
+	t.Helper()
+	s, err := Compile(rules, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// check substitutes input in one write and in every split into two chunks
+// and in 1-byte chunks, and wants the same output each time.
+func check(t *testing.T, s *Set, vars Vars, input, want string) *Stream {
+	t.Helper()
+	got, st, err := run(s, vars, []byte(input), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Fatalf("input %q: got %q, want %q", input, got, want)
+	}
+	for cut := 1; cut < len(input); cut++ {
+		got, _, _ := run(s, vars, []byte(input), []int{cut, len(input)})
+		if string(got) != want {
+			t.Fatalf("input %q split at %d: got %q, want %q", input, cut, got, want)
+		}
+	}
+	got, _, _ = run(s, vars, []byte(input), []int{1})
+	if string(got) != want {
+		t.Fatalf("input %q in 1-byte chunks: got %q, want %q", input, got, want)
+	}
+	return st
+}
+
+func lit(p, r string) Rule { return Rule{Pattern: p, Literal: true, Replacement: r} }
+func rx(p, r string) Rule  { return Rule{Pattern: p, Replacement: r} }
+
+func TestNamedCases(t *testing.T) {
+	tests := []struct {
+		name  string
+		rules []Rule
+		opts  Options
+		in    string
+		want  string
+	}{
+		{"abcd|ab across chunks", []Rule{rx("abcd|ab", "X")}, Options{}, "ab" + "cd", "X"},
+		{"abcd|ab first", []Rule{rx("ab|abcd", "X")}, Options{Priority: First}, "abcd", "Xcd"},
+		{"abcd|ab longest", []Rule{rx("ab|abcd", "X")}, Options{}, "abcd", "X"},
+		{"abcd|ab prefix only", []Rule{rx("abcd|ab", "X")}, Options{}, "abc", "Xc"},
+		{"tie: first declared wins", []Rule{lit("abc", "1"), rx("a.c", "2")}, Options{}, "abc", "1"},
+		{"tie reversed", []Rule{rx("a.c", "2"), lit("abc", "1")}, Options{}, "abc", "2"},
+		{"longest across rules", []Rule{lit("ab", "1"), lit("abc", "2")}, Options{}, "abcab", "21"},
+		{"first across rules", []Rule{lit("ab", "1"), lit("abc", "2")}, Options{Priority: First}, "abcab", "1c1"},
+		{"leftmost beats longer later", []Rule{lit("bcd", "1"), lit("ab", "2")}, Options{}, "abcd", "2cd"},
+		{"first: leftmost-first inside regex", []Rule{rx("a+?", "X")}, Options{Priority: First}, "aaa", "XXX"},
+		{"longest ignores laziness", []Rule{rx("a+?", "X")}, Options{}, "aaa", "X"},
+		{"no overlap", []Rule{lit("aa", "X")}, Options{}, "aaaaa", "XXa"},
+		{"once", []Rule{{Pattern: "a", Literal: true, Replacement: "X", Once: true}, lit("b", "Y")}, Options{}, "abab", "XYaY"},
+		{"once lets the next rule win", []Rule{{Pattern: "ab", Literal: true, Replacement: "1", Once: true}, lit("a", "2")}, Options{}, "abab", "12b"},
+		{"captures", []Rule{rx(`(\w+)@(\w+)`, "$2 at $1")}, Options{}, "mail bob@example now", "mail example at bob now"},
+		{"named captures and $$", []Rule{rx(`(?P<n>\d+)€`, "$$${n} $${n}")}, Options{}, "cost 12€.", "cost $12 ${n}."},
+		{"$0 on a literal", []Rule{lit("ab", "[$0]")}, Options{}, "xaby", "x[ab]y"},
+		{"multi-byte split", []Rule{lit("héllo wörld", "hi")}, Options{}, "say héllo wörld!", "say hi!"},
+		{"(?i) Unicode", []Rule{rx(`(?i)straße|ÄRGER`, "X")}, Options{}, "STRASSE strasse STRAßE ärger Ärger", "STRASSE strasse X X X"},
+		{"(?i) kelvin sign", []Rule{rx(`(?i)k`, "X")}, Options{}, "k K \u212a", "X X X"},
+		{"Unicode class", []Rule{rx(`\p{Greek}+`, "G")}, Options{}, "abc αβγ def", "abc G def"},
+		{"word boundary at end", []Rule{rx(`foo\b`, "X")}, Options{}, "foo foobar foo", "X foobar X"},
+		{"word boundary at start", []Rule{rx(`\bbar`, "X")}, Options{}, "bar foobar bar", "X foobar X"},
+		{"not word boundary", []Rule{rx(`\Boo`, "X")}, Options{}, "oo foo", "oo fX"},
+		{"dollar at end only", []Rule{rx(`end$`, "X")}, Options{}, "end end\nend", "end end\nX"},
+		{"multiline dollar", []Rule{rx(`(?m)end$`, "X")}, Options{}, "end end\nend", "end X\nX"},
+		{"caret", []Rule{rx(`^a`, "X")}, Options{}, "aaa", "Xaa"},
+		{"multiline caret", []Rule{rx(`(?m)^a`, "X")}, Options{}, "aa\naa", "Xa\nXa"},
+		{"\\z", []Rule{rx(`a\z`, "X")}, Options{}, "aaa", "aaX"},
+		{"\\A", []Rule{rx(`\Aa`, "X")}, Options{}, "aaa", "Xaa"},
+		{"max_match drops the long candidate", []Rule{rx(`<[^>]*>`, "T"), lit("<", "L")}, Options{MaxMatch: 8}, "<abc> <abcdefghijk>", "T Labcdefghijk>"},
+		{"max_match exact length kept", []Rule{rx(`a+`, "X")}, Options{MaxMatch: 4}, "aaaa b", "X b"},
+		{"max_match drop then shorter rule", []Rule{rx(`a+`, "X"), lit("aa", "Y")}, Options{MaxMatch: 4}, "aaaaaaa", "YYX"},
+		{"empty replacement", []Rule{lit("<b>", "")}, Options{}, "a<b>c", "ac"},
+		{"placeholder", []Rule{lit("HOST", "{http.request.host}")}, Options{}, "at HOST.", "at example.com$1."},
+		{"unknown placeholder stays", []Rule{lit("X", "{nope} {}")}, Options{}, "X", "{nope} {}"},
+		{"invalid UTF-8 passes through", []Rule{lit("b", "B")}, Options{}, "a\xffb\xc3", "a\xffB\xc3"},
+	}
+	vars := func(name string) (string, bool) {
+		if name == "http.request.host" {
+			return "example.com$1", true
+		}
+		return "", false
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := mustCompile(t, tc.rules, tc.opts)
+			check(t, s, vars, tc.in, tc.want)
+		})
+	}
+}
+
+func TestDroppedCounted(t *testing.T) {
+	s := mustCompile(t, []Rule{rx(`a+`, "X"), lit("aa", "Y")}, Options{MaxMatch: 4})
+	st := check(t, s, nil, "aaaaaaa", "YYX")
+	// a+ is dropped at 0 and 2 (still growing after 4 bytes), so "aa"
+	// wins there; at 4, a+ ends within 4 bytes and is longest.
+	if st.Dropped() != 2 {
+		t.Fatalf("Dropped() = %d, want 2", st.Dropped())
+	}
+	m := st.Matched()
+	if !m.Has(0) || !m.Has(1) {
+		t.Fatalf("Matched() = %v, want both rules", m)
+	}
+}
+
+func TestMatchedAndRestrict(t *testing.T) {
+	s := mustCompile(t, []Rule{lit("a", "1"), lit("b", "2"), lit("c", "3")}, Options{})
+	var buf bytes.Buffer
+	st := s.NewStream(&buf, nil)
+	st.Write([]byte("xaxcx"))
+	st.Close()
+	if buf.String() != "x1x3x" {
+		t.Fatalf("got %q", buf.String())
+	}
+	m := st.Matched()
+	if !m.Has(0) || m.Has(1) || !m.Has(2) {
+		t.Fatalf("Matched() = %v", m)
+	}
+	memo := m.Clone()
+	buf.Reset()
+	st.Reset(&buf, nil)
+	st.Restrict(memo)
+	st.Write([]byte("abc"))
+	st.Close()
+	if buf.String() != "1b3" {
+		t.Fatalf("restricted: got %q, want %q", buf.String(), "1b3")
+	}
+	buf.Reset()
+	st.Reset(&buf, nil)
+	st.Restrict(NewMask(3))
+	st.Write([]byte("abc"))
+	st.Close()
+	if buf.String() != "abc" || !st.Matched().Empty() {
+		t.Fatalf("empty restriction: got %q", buf.String())
+	}
+}
+
+func TestCompileErrors(t *testing.T) {
+	tests := []struct {
+		rules []Rule
+		want  string
+	}{
+		{[]Rule{lit("a", ""), rx(`a*`, "")}, `rule 2: regex "a*": matches the empty string`},
+		{[]Rule{rx(`\b`, "")}, `rule 1: regex "\\b": matches the empty string`},
+		{[]Rule{rx(`(?m)^$`, "")}, `matches the empty string`},
+		{[]Rule{rx(`x|`, "")}, `rule 1: regex "x|": matches the empty string`},
+		{[]Rule{lit("", "")}, `rule 1: literal "": matches the empty string`},
+		{[]Rule{lit("a", ""), lit("b", ""), rx(`a(`, "")}, `rule 3: regex "a(": error parsing regexp: missing closing )`},
+		{[]Rule{rx(`(a)`, "$2")}, `rule 1: regex "(a)": replacement "$2" refers to group "2"`},
+		{[]Rule{lit("a", "$1")}, `rule 1: literal "a": replacement "$1" refers to group "1"`},
+		{[]Rule{rx(`\p{L}{1000}`, "")}, `rule 1: regex "\\p{L}{1000}": rule set too large`},
+	}
+	for _, tc := range tests {
+		_, err := Compile(tc.rules, Options{MaxInstructions: 100_000})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Compile(%v) = %v, want error containing %q", tc.rules, err, tc.want)
+		}
+	}
+	// Empty-width assertions that cannot all hold do not match empty.
+	if _, err := Compile([]Rule{rx(`\b\Ba|b`, "")}, Options{}); err != nil {
+		t.Errorf("unexpected error: %v", err)
+	}
+}
+
+// TestWriteErrorSticks: a failing dst stops the stream with its error.
+func TestWriteErrorSticks(t *testing.T) {
+	s := mustCompile(t, []Rule{lit("a", "b")}, Options{})
+	st := s.NewStream(failWriter{}, nil)
+	if _, err := st.Write([]byte("xxa")); err == nil {
+		t.Fatal("want error")
+	}
+	if _, err := st.Write([]byte("x")); err == nil {
+		t.Fatal("want sticky error")
+	}
+	if err := st.Close(); err == nil {
+		t.Fatal("want error from Close")
+	}
+}
+
+type failWriter struct{}
+
+func (failWriter) Write(p []byte) (int, error) { return 0, fmt.Errorf("broken pipe") }
+
+// Random rule sets over a small alphabet, so that rules overlap and tie.
+var (
+	randLits   = []string{"a", "b", "ab", "ba", "aab", "é", "aé", "Ä", " ", "\n", "a b", "bb"}
+	randPieces = []string{
+		"a", "b", "ab", "é", "[ab]", "[^a]", ".", "(?s:.)", "a*", "b+", "a?b", "(a|ab)", "(ab|a)", "a+?",
+		`\b`, `\B`, "$", "^", "(?m:^)", "(?m:$)", `\A`, `\z`, "(?i:ä)", "(?i:a)", `\pL`, `\s`, `\w+`,
+		"a{1,3}", "(b)", "(?P<x>a|é)", "[é-ë]+", "(?:a|b)*?b",
+	}
+)
+
+func randRules(rng *rand.Rand) []Rule {
+	n := 1 + rng.IntN(5)
+	var rules []Rule
+	for len(rules) < n {
+		var r Rule
+		if rng.IntN(3) == 0 {
+			r = Rule{Pattern: randLits[rng.IntN(len(randLits))], Literal: true}
+		} else {
+			var p strings.Builder
+			for range 1 + rng.IntN(3) {
+				p.WriteString(randPieces[rng.IntN(len(randPieces))])
+			}
+			pat := p.String()
+			if rng.IntN(4) == 0 {
+				pat += "|" + randPieces[rng.IntN(len(randPieces))]
+			}
+			r = Rule{Pattern: pat}
+		}
+		switch rng.IntN(6) {
+		case 0:
+			r.Replacement = ""
+		case 1:
+			r.Replacement = "<$0>"
+		case 2:
+			if strings.Contains(r.Pattern, "(b)") || strings.Contains(r.Pattern, "(a|ab)") {
+				r.Replacement = "[$1]"
+			} else if strings.Contains(r.Pattern, "(?P<x>") {
+				r.Replacement = "${x}$$"
+			} else {
+				r.Replacement = "{v}"
+			}
+		case 3:
+			r.Replacement = "{v}-{w}"
+		default:
+			r.Replacement = fmt.Sprintf("R%d", len(rules))
+		}
+		r.Once = rng.IntN(5) == 0
+		if _, err := Compile([]Rule{r}, Options{}); err != nil {
+			continue // matches the empty string
+		}
+		rules = append(rules, r)
+	}
+	return rules
+}
+
+func randInput(rng *rand.Rand) []byte {
+	alpha := []string{"a", "b", "a", "b", " ", "\n", "é", "ä", "Ä", "x", "ab"}
+	var b []byte
+	for range rng.IntN(40) {
+		b = append(b, alpha[rng.IntN(len(alpha))]...)
+	}
+	return b
+}
+
+func randVars(name string) (string, bool) {
+	if name == "v" {
+		return "$1{w}", true
+	}
+	return "", false
+}
+
+// TestAgainstReference compares the engine with the reference on random
+// rule sets and bodies, in one write and in random chunkings down to 1 byte.
+func TestAgainstReference(t *testing.T) {
+	iters := 4000
+	if testing.Short() || raceEnabled {
+		iters = 400
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for it := range iters {
+		rules := randRules(rng)
+		prio := Priority(rng.IntN(2))
+		input := randInput(rng)
+		checkOne(t, rules, prio, input, rng, it)
+	}
+}
+
+func checkOne(t *testing.T, rules []Rule, prio Priority, input []byte, rng *rand.Rand, it int) {
+	t.Helper()
+	want := reference(rules, prio, randVars, input)
+	for _, maxMatch := range []int{0, 1 + rng.IntN(6)} {
+		// A tiny DFA cache now and then: it is emptied over and over while
+		// streams run, which must not change any output.
+		cache := 0
+		if rng.IntN(4) == 0 {
+			cache = 1 << 16
+		}
+		s, err := Compile(rules, Options{Priority: prio, MaxMatch: maxMatch, CacheSize: cache})
+		if err != nil && cache != 0 { // too large for the tiny cache
+			s, err = Compile(rules, Options{Priority: prio, MaxMatch: maxMatch})
+		}
+		if err != nil {
+			t.Fatalf("#%d: %v", it, err)
+		}
+		// Checkpoints every 1, 2 or 4 bytes, so short bodies exercise them.
+		s.memoStride = 1 << rng.IntN(3)
+		s.memoSlots = s.maxMatch/s.memoStride + 2
+		whole, st, err := run(s, randVars, input, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Dropped() == 0 && !bytes.Equal(whole, want) {
+			t.Fatalf("#%d rules %+v prio %d max %d input %q:\n got %q\nwant %q", it, rules, prio, maxMatch, input, whole, want)
+		}
+		for _, chunks := range [][]int{{1}, {1 + rng.IntN(4), 1 + rng.IntN(7)}, {rng.IntN(len(input) + 1)}} {
+			if chunks[0] == 0 {
+				chunks[0] = 1
+			}
+			got, _, err := run(s, randVars, input, chunks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, whole) {
+				t.Fatalf("#%d rules %+v prio %d max %d input %q chunks %v:\n got %q\nwant %q", it, rules, prio, maxMatch, input, chunks, got, whole)
+			}
+		}
+	}
+}
+
+// TestCacheResets: with a DFA cache too small for the rule set, the cache is
+// emptied again and again, memory stays bounded and the output is unchanged.
+func TestCacheResets(t *testing.T) {
+	data, err := os.ReadFile("testdata/rustc-book.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = data[:200_000]
+	rules := benchRules(50)
+	big := mustCompile(t, rules, Options{})
+	want, _, err := run(big, nil, data, []int{4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := mustCompile(t, rules, Options{CacheSize: 1 << 16})
+	before := small.CacheResets()
+	got, _, err := run(small, nil, data, []int{4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("output differs with a small DFA cache")
+	}
+	if small.CacheResets() == before {
+		t.Fatal("the small cache was never reset; the test does not exercise resets")
+	}
+	if small.dfa.size > 1<<16 {
+		t.Fatalf("cache holds %d bytes, limit %d", small.dfa.size, 1<<16)
+	}
+}
+
+// TestConcurrentStreams: streams of one Set run in parallel (go test -race
+// checks the shared DFA cache) and each gets the output of a lone stream.
+func TestConcurrentStreams(t *testing.T) {
+	data, err := os.ReadFile("testdata/react-dom.development.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = data[:100_000]
+	s := mustCompile(t, benchRules(50), Options{CacheSize: 1 << 19})
+	want, _, err := run(mustCompile(t, benchRules(50), Options{}), nil, data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, _, err := run(s, nil, data, []int{1 + 977*g, 13})
+			if err == nil && !bytes.Equal(got, want) {
+				err = fmt.Errorf("stream %d: output differs", g)
+			}
+			if err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// TestEmitsEagerly: after each Write, everything that cannot be part of a
+// match is already in dst (what Flush promises, and what server-sent events
+// need); only a live candidate is held back.
+func TestEmitsEagerly(t *testing.T) {
+	s := mustCompile(t, []Rule{rx("abcd|ab", "X"), lit("hello", "bye")}, Options{})
+	var buf bytes.Buffer
+	st := s.NewStream(&buf, nil)
+	steps := []struct{ write, want string }{
+		{"data: 1\n\n", "data: 1\n\n"},
+		{"xx ab", "data: 1\n\nxx "},     // "ab" may grow into "abcd"
+		{"c", "data: 1\n\nxx "},         // "abc" still may
+		{"e", "data: 1\n\nxx Xce"},      // it did not: "ab" wins
+		{"he", "data: 1\n\nxx Xce"},     // may be "hello"
+		{"lp", "data: 1\n\nxx Xcehelp"}, // is not
+		{"hell", "data: 1\n\nxx Xcehelp"},
+	}
+	for _, step := range steps {
+		if _, err := st.Write([]byte(step.write)); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if buf.String() != step.want {
+			t.Fatalf("after writing %q: dst has %q, want %q", step.write, buf.String(), step.want)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if want := "data: 1\n\nxx Xcehelphell"; buf.String() != want {
+		t.Fatalf("after Close: %q, want %q", buf.String(), want)
+	}
+}

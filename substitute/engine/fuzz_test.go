@@ -1,0 +1,53 @@
+package engine
+
+import (
+	"bytes"
+	"testing"
+	"unicode/utf8"
+)
+
+// FuzzSubstitute checks, for two fuzzed rules and a fuzzed body, that the
+// output does not depend on how the body is split into writes, and that it
+// equals the reference whenever the body is valid UTF-8 and nothing was
+// dropped.
+func FuzzSubstitute(f *testing.F) {
+	f.Add("abcd|ab", "b", false, false, []byte("abcd ab"), uint8(2), uint8(0))
+	f.Add(`\bfoo\b`, "o", true, true, []byte("foo foofoo"), uint8(1), uint8(3))
+	f.Add(`(?i)straße`, `(?m)$`+"x", false, false, []byte("STRASSE Straße\nx"), uint8(5), uint8(0))
+	f.Add(`(\w+)@(\w+)`, "@", false, true, []byte("a@b c@d"), uint8(3), uint8(4))
+	f.Add(`a+`, "aa", true, false, []byte("aaaaaaa"), uint8(1), uint8(4))
+	f.Add(`[^<]*<`, "é", false, false, []byte("héllo <b>"), uint8(7), uint8(2))
+	f.Fuzz(func(t *testing.T, p1, p2 string, lit2, first bool, body []byte, split, maxMatch uint8) {
+		if len(p1) > 64 || len(p2) > 64 || len(body) > 512 {
+			return
+		}
+		rules := []Rule{
+			{Pattern: p1, Replacement: "<$0>"},
+			{Pattern: p2, Literal: lit2, Replacement: "[$0]"},
+		}
+		prio := Longest
+		if first {
+			prio = First
+		}
+		s, err := Compile(rules, Options{Priority: prio, MaxMatch: int(maxMatch), MaxInstructions: 20000})
+		if err != nil {
+			return
+		}
+		whole, st, err := run(s, nil, body, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunked, _, err := run(s, nil, body, []int{1 + int(split)%16, 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(whole, chunked) {
+			t.Fatalf("chunked output %q differs from whole %q", chunked, whole)
+		}
+		if st.Dropped() == 0 && utf8.Valid(body) && (!lit2 || utf8.ValidString(p2)) {
+			if want := reference(rules, prio, nil, body); !bytes.Equal(whole, want) {
+				t.Fatalf("got %q, reference %q", whole, want)
+			}
+		}
+	})
+}

@@ -1,0 +1,187 @@
+package engine
+
+import (
+	"bytes"
+	"regexp"
+	"regexp/syntax"
+	"unicode/utf8"
+)
+
+// reference substitutes a whole, valid UTF-8 body with Go's regexp, trying
+// every rule at every position: the specification the streaming engine is
+// checked against. It ignores MaxMatch (tests compare with it only when
+// nothing was dropped).
+func reference(rules []Rule, prio Priority, vars Vars, input []byte) []byte {
+	type refRule struct {
+		atStart, after *regexp.Regexp // \A(?:pat) and \A(?s:.)(?:pat)
+		spans          [4]*regexp.Regexp
+	}
+	rs := make([]refRule, len(rules))
+	for i, r := range rules {
+		pat := r.Pattern
+		if r.Literal {
+			pat = regexp.QuoteMeta(pat)
+		} else {
+			// Canonical form, safe to wrap (\Q without \E is not).
+			re, err := syntax.Parse(pat, syntax.Perl)
+			if err != nil {
+				panic(err)
+			}
+			pat = re.String()
+		}
+		rs[i].atStart = regexp.MustCompile(`\A(?:` + pat + `)`)
+		rs[i].after = regexp.MustCompile(`\A(?s:.)(?:` + pat + `)`)
+		if prio == Longest {
+			rs[i].atStart.Longest()
+			rs[i].after.Longest()
+		}
+		for v := range 4 {
+			p := `\A`
+			if v&2 != 0 {
+				p += `(?s:.)`
+			}
+			p += `(?:` + pat + `)`
+			if v&1 != 0 {
+				p += `(?s:.)`
+			}
+			rs[i].spans[v] = regexp.MustCompile(p + `\z`)
+		}
+	}
+	active := make([]bool, len(rules))
+	for i := range active {
+		active[i] = true
+	}
+	var out []byte
+	pos := 0
+	for pos < len(input) {
+		found := false
+		for p := pos; p < len(input) && !found; p++ {
+			if !utf8.RuneStart(input[p]) {
+				continue
+			}
+			bestEnd, bestRule := -1, -1
+			var bestIdx []int
+			for r := range rules {
+				if !active[r] {
+					continue
+				}
+				var idx []int
+				if p == 0 {
+					idx = rs[r].atStart.FindSubmatchIndex(input)
+				} else {
+					idx = rs[r].after.FindSubmatchIndex(input[p-1:])
+					// drop the context rune from group 0, shift to input offsets
+					if idx != nil {
+						for k := range idx {
+							if idx[k] >= 0 {
+								idx[k] += p - 1
+							}
+						}
+						idx[0] = p
+					}
+				}
+				if idx == nil {
+					continue
+				}
+				if prio == First {
+					bestEnd, bestRule, bestIdx = idx[1], r, idx
+					break
+				}
+				if idx[1] > bestEnd {
+					bestEnd, bestRule, bestIdx = idx[1], r, idx
+				}
+			}
+			if bestRule < 0 {
+				continue
+			}
+			found = true
+			if prio == Longest {
+				// Submatches are those of the leftmost-first parse of the span.
+				v, lo, hi := 0, p, bestEnd
+				if p > 0 {
+					v |= 2
+					lo--
+				}
+				if bestEnd < len(input) {
+					v |= 1
+					hi++
+				}
+				bestIdx = rs[bestRule].spans[v].FindSubmatchIndex(input[lo:hi])
+				for k := range bestIdx {
+					if bestIdx[k] >= 0 {
+						bestIdx[k] += lo
+					}
+				}
+				bestIdx[0], bestIdx[1] = p, bestEnd
+			}
+			out = append(out, input[pos:p]...)
+			out = refExpand(out, rules[bestRule], rs[bestRule].after, input, bestIdx, vars)
+			pos = bestEnd
+			if rules[bestRule].Once {
+				active[bestRule] = false
+			}
+		}
+		if !found {
+			break
+		}
+	}
+	return append(out, input[pos:]...)
+}
+
+var refToken = regexp.MustCompile(`\$\$|\$\{[A-Za-z0-9_]+\}|\$[A-Za-z0-9_]+|\{[A-Za-z0-9._-]+\}`)
+
+// refExpand expands a replacement with regexp.Expand for $ references and
+// vars for {name} placeholders.
+func refExpand(out []byte, r Rule, rx *regexp.Regexp, input []byte, idx []int, vars Vars) []byte {
+	tmpl := r.Replacement
+	last := 0
+	for _, loc := range refToken.FindAllStringIndex(tmpl, -1) {
+		out = append(out, tmpl[last:loc[0]]...)
+		tok := tmpl[loc[0]:loc[1]]
+		last = loc[1]
+		switch {
+		case tok == "$$":
+			out = append(out, '$')
+		case tok[0] == '$':
+			if r.Literal {
+				out = append(out, input[idx[0]:idx[1]]...) // only $0 compiles
+			} else {
+				out = rx.Expand(out, []byte(tok), input, idx)
+			}
+		default:
+			v, ok := "", false
+			if vars != nil {
+				v, ok = vars(tok[1 : len(tok)-1])
+			}
+			if ok {
+				out = append(out, v...)
+			} else {
+				out = append(out, tok...)
+			}
+		}
+	}
+	return append(out, tmpl[last:]...)
+}
+
+// run substitutes input written in the given chunk sizes (cycled), then
+// closed.
+func run(s *Set, vars Vars, input []byte, chunks []int) ([]byte, *Stream, error) {
+	var buf bytes.Buffer
+	st := s.NewStream(&buf, vars)
+	ci := 0
+	for len(input) > 0 {
+		n := len(input)
+		if len(chunks) > 0 {
+			n = min(chunks[ci%len(chunks)], n)
+			ci++
+		}
+		if _, err := st.Write(input[:n]); err != nil {
+			return nil, st, err
+		}
+		input = input[n:]
+	}
+	if err := st.Close(); err != nil {
+		return nil, st, err
+	}
+	return buf.Bytes(), st, nil
+}

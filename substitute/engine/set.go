@@ -1,0 +1,351 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"regexp/syntax"
+)
+
+// Priority chooses between matches that start at the same position.
+type Priority int
+
+const (
+	// Longest: leftmost, then longest, then the rule declared first.
+	Longest Priority = iota
+	// First: leftmost, then the rule declared first, then leftmost-first
+	// inside that rule's regexp (Perl and nginx replace_filter semantics).
+	First
+)
+
+// Rule is one find-and-replace rule.
+type Rule struct {
+	Pattern     string // literal text if Literal, else RE2 syntax
+	Literal     bool
+	Replacement string // $1, ${name}, $$ for $, and {placeholder} variables
+	Once        bool   // the rule stops taking part after its first match
+}
+
+// Options tune a rule set. Zero values select the defaults.
+type Options struct {
+	Priority Priority
+	// MaxMatch is the longest match, in bytes, that can be replaced: a
+	// candidate that would grow past it is dropped (see Stream.Dropped).
+	// It also bounds the bytes a stream holds back. Default 16 KiB.
+	MaxMatch int
+	// MaxInstructions bounds the size of the compiled automaton (NFA
+	// instructions over all rules). Default 200,000.
+	MaxInstructions int
+	// CacheSize bounds the memory of the lazy DFA in bytes; when it is full
+	// it is emptied and rebuilt on demand. Default 8 MiB.
+	CacheSize int
+}
+
+// Defaults.
+const (
+	DefaultMaxMatch        = 16 << 10
+	DefaultMaxInstructions = 200_000
+	DefaultCacheSize       = 8 << 20
+)
+
+// Set is a compiled rule set. It is immutable apart from its internal DFA
+// cache, and safe for concurrent use by any number of streams.
+type Set struct {
+	rules    []Rule
+	prio     Priority
+	maxMatch int
+	prog     nfa
+	dfa      *dfa
+	tmpl     []template
+	// Checkpoints of failed attempts (see checkpoint): every memoStride
+	// bytes (a power of two), in a ring of memoSlots.
+	memoStride, memoSlots int
+	caps                  []*capProg // per rule whose replacement uses groups, else nil
+	maxCap                int        // largest capProg.ncap
+	varNames              []string
+	all                   Mask
+	full                  [4]*state // start states with every rule active, by prevClass
+	classes               [256]uint8
+
+	// Prefilter: a match can only start at i if (b[i], b[i+1]) is in pair,
+	// or, for the last byte available, if b[i] is in first.
+	first  [256]bool
+	pair   [65536]uint8 // indexed by b[i] | b[i+1]<<8
+	pair7  [32768]uint8 // pair folded on the low 7 bits of each byte (fits L1)
+	triple [65536]uint8 // indexed by tripleHash(b[i], b[i+1], b[i+2])
+}
+
+// Compile compiles rules into a Set. It refuses, naming the rule (1-based),
+// patterns that do not parse, rules that can match the empty string,
+// replacements that refer to missing groups, and rule sets whose automaton
+// would exceed its bounds.
+func Compile(rules []Rule, opts Options) (*Set, error) {
+	if len(rules) == 0 {
+		return nil, errors.New("no rules")
+	}
+	if opts.MaxMatch <= 0 {
+		opts.MaxMatch = DefaultMaxMatch
+	}
+	if opts.MaxInstructions <= 0 {
+		opts.MaxInstructions = DefaultMaxInstructions
+	}
+	if opts.CacheSize <= 0 {
+		opts.CacheSize = DefaultCacheSize
+	}
+	if opts.Priority != Longest && opts.Priority != First {
+		return nil, fmt.Errorf("unknown priority %d", opts.Priority)
+	}
+	s := &Set{
+		rules:    append([]Rule(nil), rules...),
+		prio:     opts.Priority,
+		maxMatch: opts.MaxMatch,
+		tmpl:     make([]template, len(rules)),
+		caps:     make([]*capProg, len(rules)),
+		all:      NewMask(len(rules)),
+	}
+	c := &compiler{p: &s.prog, max: opts.MaxInstructions}
+	varIndex := func(name string) int {
+		for i, n := range s.varNames {
+			if n == name {
+				return i
+			}
+		}
+		s.varNames = append(s.varNames, name)
+		return len(s.varNames) - 1
+	}
+	for i, r := range rules {
+		s.all.Add(i)
+		c.rule = int32(i)
+		kind := "regex"
+		if r.Literal {
+			kind = "literal"
+		}
+		fail := func(format string, args ...any) error {
+			return fmt.Errorf("rule %d: %s %q: %s", i+1, kind, r.Pattern, fmt.Sprintf(format, args...))
+		}
+		var f frag
+		var parsed *syntax.Regexp
+		numGroups, names := 0, []string(nil)
+		if r.Literal {
+			if r.Pattern == "" {
+				return nil, fail("matches the empty string")
+			}
+			f = c.literal([]byte(r.Pattern))
+		} else {
+			re, err := syntax.Parse(r.Pattern, syntax.Perl)
+			if err != nil {
+				return nil, fail("%v", err)
+			}
+			numGroups, names = re.MaxCap(), re.CapNames()
+			parsed = re
+			f = c.compile(re.Simplify())
+		}
+		m := c.emit(inst{op: opMatch})
+		c.patch(f.outs, m)
+		if c.err != nil {
+			return nil, fail("rule set too large: %v", c.err)
+		}
+		s.prog.start = append(s.prog.start, f.start)
+		t, err := parseTemplate(r.Replacement, func(name string) int {
+			return groupNumber(name, numGroups, names)
+		}, varIndex)
+		if err != nil {
+			return nil, fail("%v", err)
+		}
+		s.tmpl[i] = t
+		if t.groups {
+			cp, err := newCapProg(parsed)
+			if err != nil {
+				return nil, fail("%v", err)
+			}
+			s.caps[i] = cp
+			s.maxCap = max(s.maxCap, cp.ncap)
+		}
+	}
+	s.buildClasses()
+	var rep []byte
+	for b := range 256 {
+		if int(s.classes[b]) == len(rep) {
+			rep = append(rep, byte(b))
+		}
+	}
+	s.dfa = newDFA(&s.prog, s.prio == First, &s.classes, rep, opts.CacheSize)
+	// The cache must hold a few of the largest possible states.
+	if need := 4 * s.dfa.stateSize(len(s.prog.insts)); need > opts.CacheSize {
+		return nil, fmt.Errorf("rule %d: rule set too large: its DFA states need more than the %d-byte cache", len(rules), opts.CacheSize)
+	}
+	if err := s.checkEmpty(); err != nil {
+		return nil, err
+	}
+	for p := range 4 {
+		s.full[p] = s.dfa.start(s.all, p, true)
+	}
+	s.buildPrefilter()
+	for x, v := range s.pair {
+		s.pair7[x&0x7F7F] |= v
+	}
+	s.memoStride = 64
+	for s.maxMatch/s.memoStride > 64 {
+		s.memoStride *= 2
+	}
+	s.memoSlots = s.maxMatch/s.memoStride + 2
+	return s, nil
+}
+
+// Len returns the number of rules.
+func (s *Set) Len() int { return len(s.rules) }
+
+// AllRules returns a new mask holding every rule of the set.
+func (s *Set) AllRules() Mask { return s.all.Clone() }
+
+// MaxMatch returns the longest match the set replaces.
+func (s *Set) MaxMatch() int { return s.maxMatch }
+
+// CacheResets returns how many times the DFA cache filled up and was
+// emptied; a steadily growing figure means the rule set thrashes its cache.
+func (s *Set) CacheResets() int64 { return s.dfa.resets.Load() }
+
+// buildClasses groups bytes that no instruction tells apart. Word bytes and
+// '\n' are always told apart from the rest, for zero-width assertions.
+func (s *Set) buildClasses() {
+	var cut [257]bool
+	mark := func(lo, hi int) { cut[lo], cut[hi+1] = true, true }
+	mark('0', '9')
+	mark('A', 'Z')
+	mark('_', '_')
+	mark('a', 'z')
+	mark('\n', '\n')
+	for _, in := range s.prog.insts {
+		if in.op == opByte {
+			mark(int(in.lo), int(in.hi))
+		}
+	}
+	c := uint8(0)
+	for b := range 256 {
+		if b > 0 && cut[b] {
+			c++
+		}
+		s.classes[b] = c
+	}
+}
+
+// checkEmpty refuses rules that match the empty string in some context.
+func (s *Set) checkEmpty() error {
+	d := s.dfa
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for r, pc := range s.prog.start {
+		for _, flags := range startFlags {
+			for _, next := range []int{-1, '\n', 'a', ' '} {
+				if d.step(flags, []uint32{pc}, next) >= 0 {
+					kind := "regex"
+					if s.rules[r].Literal {
+						kind = "literal"
+					}
+					return fmt.Errorf("rule %d: %s %q: matches the empty string", r+1, kind, s.rules[r].Pattern)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// buildPrefilter computes the byte pairs that can begin a match: b1 leaves
+// some start state alive, and b2 then either keeps it alive or completes a
+// one-byte match; and likewise the byte triples (hashed, so the table may
+// let through triples that cannot match, never the reverse).
+func (s *Set) buildPrefilter() {
+	d := s.dfa
+	nc := len(d.classRep)
+	members := make([][]byte, nc)
+	for b := range 256 {
+		members[s.classes[b]] = append(members[s.classes[b]], byte(b))
+	}
+	rows := map[*state]*[256]bool{} // classes allowed after t1
+	// Rules with wide classes (. or \pL) allow so many triples that the
+	// table would be full anyway; past this much work it is filled.
+	budget := 1 << 18
+	for _, st := range s.full {
+		for c1 := range nc {
+			t1 := st.next[c1].Load()
+			if t1 == nil {
+				t1 = d.next(st, c1)
+			}
+			if len(t1.pcs) == 0 {
+				continue
+			}
+			for _, b := range members[c1] {
+				s.first[b] = true
+			}
+			row := rows[t1]
+			if row == nil {
+				row = new([256]bool)
+				rows[t1] = row
+				for c2 := range nc {
+					t2 := t1.next[c2].Load()
+					if t2 == nil {
+						t2 = d.next(t1, c2)
+					}
+					row[c2] = len(t2.pcs) > 0 || t2.match >= 0
+				}
+			}
+			if !s.addTriples(t1, members[c1], members, &budget) {
+				for i := range s.triple {
+					s.triple[i] = 1
+				}
+				budget = -1 << 62 // triples gave up: keep filling pairs only
+			}
+			for _, b1 := range members[c1] {
+				for b2 := range 256 {
+					if row[s.classes[b2]] {
+						s.pair[uint16(b1)|uint16(b2)<<8] = 1
+					}
+				}
+			}
+		}
+	}
+}
+
+// addTriples marks the triples b1 b2 b3 (b1 in first, which leads to t1)
+// that can begin a match. It reports false if that took more than the
+// remaining budget of table writes.
+func (s *Set) addTriples(t1 *state, first []byte, members [][]byte, budget *int) bool {
+	if *budget < 0 {
+		return true
+	}
+	d := s.dfa
+	nc := len(d.classRep)
+	for c2 := range nc {
+		t2 := t1.next[c2].Load()
+		if t2 == nil {
+			t2 = d.next(t1, c2)
+		}
+		if t2.match < 0 && len(t2.pcs) == 0 {
+			continue
+		}
+		var ok [256]bool
+		for c3 := range nc {
+			if t2.match >= 0 {
+				ok[c3] = true // a one-byte match: any third byte
+				continue
+			}
+			t3 := t2.next[c3].Load()
+			if t3 == nil {
+				t3 = d.next(t2, c3)
+			}
+			ok[c3] = len(t3.pcs) > 0 || t3.match >= 0
+		}
+		if *budget -= len(first) * len(members[c2]) * 256; *budget < 0 {
+			return false
+		}
+		for _, b1 := range first {
+			for _, b2 := range members[c2] {
+				for b3 := range 256 {
+					if ok[s.classes[b3]] {
+						s.triple[tripleHash(uint32(b1)|uint32(b2)<<8|uint32(b3)<<16)] = 1
+					}
+				}
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,514 @@
+package engine
+
+import (
+	"encoding/binary"
+	"io"
+	"math/bits"
+)
+
+// Vars resolves a {name} placeholder of a replacement. A nil Vars, or ok
+// false, leaves "{name}" in the output as written. Values are inserted
+// verbatim: a $ inside them is never expanded.
+type Vars func(name string) (value string, ok bool)
+
+// Stream substitutes one body. Write the body in chunks of any size; the
+// output is the same whatever the chunk boundaries. A Stream is not safe for
+// concurrent use; reuse it with Reset.
+type Stream struct {
+	set  *Set
+	dst  io.Writer
+	vars Vars
+	err  error
+
+	active   Mask // rules taking part
+	all      bool // active holds every rule (use the Set's start states)
+	none     bool // no rule left: pass everything through
+	starts   [4]*state
+	matched  Mask
+	scratch  Mask
+	dropped  int
+	attempts int // match attempts the prefilter started (for benchmarks)
+
+	// hold[0] is the byte before the pending bytes hold[1:] (valid when
+	// prev >= 0). Pending bytes are those of a match attempt still running;
+	// there are at most MaxMatch of them.
+	hold []byte
+	prev int // byte before the unprocessed input, -1 at the start
+
+	// The match attempt in progress, anchored at the first pending byte.
+	running  bool
+	runState *state
+	runLen   int   // bytes the attempt has consumed
+	runPrev  int   // prevClass of the byte before the attempt
+	bestLen  int   // length of the best match so far, -1 if none
+	bestRule int32 // its rule
+
+	idx []int // submatch offsets
+	// base is the offset in the body of the first byte process is given.
+	base int64
+	// The memo of the last attempt that found no match (see checkpoint).
+	memo       []checkpoint
+	memoID     uint32 // attempt the memo describes; 0: none
+	memoEnd    int64  // where it died, or its last byte if it hit MaxMatch
+	memoLimit  *state // its state after MaxMatch+1 bytes; nil if it died
+	attemptID  uint32 // id of the running attempt
+	nextID     uint32
+	runMatched bool // the attempt's own run recorded a match
+
+	varVals  [][]byte
+	varKnown []uint8 // 0: not looked up yet, 1: value, 2: unknown
+}
+
+// holdSlack is how much new input a stream copies next to pending bytes at a
+// time.
+const holdSlack = 1024
+
+// NewStream returns a stream that writes the substituted body to dst.
+func (s *Set) NewStream(dst io.Writer, vars Vars) *Stream {
+	st := &Stream{
+		set:      s,
+		active:   NewMask(len(s.rules)),
+		matched:  NewMask(len(s.rules)),
+		scratch:  NewMask(len(s.rules)),
+		hold:     make([]byte, 1, 1+s.maxMatch+holdSlack),
+		varVals:  make([][]byte, len(s.varNames)),
+		varKnown: make([]uint8, len(s.varNames)),
+		idx:      make([]int, s.maxCap),
+		memo:     make([]checkpoint, s.memoSlots),
+	}
+	st.Reset(dst, vars)
+	return st
+}
+
+// Reset prepares the stream for a new body, keeping its memory.
+func (st *Stream) Reset(dst io.Writer, vars Vars) {
+	st.dst, st.vars, st.err = dst, vars, nil
+	copy(st.active, st.set.all)
+	st.all, st.none = true, false
+	st.starts = [4]*state{}
+	clear(st.matched)
+	st.dropped, st.attempts = 0, 0
+	st.hold = st.hold[:1]
+	st.prev = -1
+	st.base = 0
+	st.memoID = 0
+	st.running = false
+	for i := range st.varVals {
+		st.varVals[i] = st.varVals[i][:0]
+	}
+	clear(st.varKnown)
+}
+
+// Restrict limits matching to the rules in active (for example the rules a
+// previous response of the same resource used). Call it before the first
+// Write.
+func (st *Stream) Restrict(active Mask) {
+	for i := range st.active {
+		var w uint64
+		if i < len(active) {
+			w = active[i]
+		}
+		st.active[i] = st.set.all[i] & w
+	}
+	st.activeChanged()
+}
+
+func (st *Stream) activeChanged() {
+	st.all = st.active.Equal(st.set.all)
+	st.none = st.active.Empty()
+	st.starts = [4]*state{}
+}
+
+// Matched returns the rules that matched so far. The mask belongs to the
+// stream and is valid until the next Reset; Clone it to keep it.
+func (st *Stream) Matched() Mask { return st.matched }
+
+// Dropped returns how many candidates were dropped because they would have
+// grown past MaxMatch bytes.
+func (st *Stream) Dropped() int { return st.dropped }
+
+// Write substitutes p. Everything that cannot be part of a match is written
+// to dst before Write returns; the rest (at most MaxMatch bytes) is held.
+func (st *Stream) Write(p []byte) (int, error) {
+	if st.err != nil {
+		return 0, st.err
+	}
+	n := len(p)
+	for len(p) > 0 && st.err == nil {
+		if !st.running {
+			k := st.process(p, 0, false)
+			st.keep(p, k)
+			break
+		}
+		m := min(cap(st.hold)-len(st.hold), len(p))
+		st.hold = append(st.hold, p[:m]...)
+		p = p[m:]
+		st.keep(st.hold, st.process(st.hold, 1, false))
+	}
+	if st.err != nil {
+		return 0, st.err
+	}
+	return n, nil
+}
+
+// Flush writes out everything that cannot be part of a match. Write already
+// does so, so Flush only reports a write error; it never flushes dst itself.
+func (st *Stream) Flush() error { return st.err }
+
+// Close ends the input: matches that need the end of the body ($, \z, \b)
+// are decided and every held byte is written.
+func (st *Stream) Close() error {
+	if st.err == nil && st.running {
+		st.keep(st.hold, st.process(st.hold, 1, true))
+	}
+	st.running = false
+	st.hold = st.hold[:1]
+	return st.err
+}
+
+// keep saves buf[k:], the pending bytes, in st.hold.
+func (st *Stream) keep(buf []byte, k int) {
+	fromHold := len(buf) > 0 && len(st.hold) > 0 && &buf[0] == &st.hold[0]
+	start := 0
+	if fromHold {
+		start = 1
+	}
+	if k > start {
+		st.prev = int(buf[k-1])
+	}
+	st.base += int64(k - start)
+	if fromHold {
+		n := copy(st.hold[1:], st.hold[k:])
+		st.hold = st.hold[:1+n]
+	} else {
+		st.hold = append(st.hold[:1], buf[k:]...)
+	}
+	st.hold[0] = byte(st.prev)
+}
+
+func (st *Stream) write(b []byte) {
+	if len(b) == 0 || st.err != nil {
+		return
+	}
+	_, st.err = st.dst.Write(b)
+}
+
+// process scans buf[start:], writing out what it resolves, and returns the
+// index of the first pending byte (len(buf) if none). If a match attempt is
+// running, it is anchored at buf[start]. final means no input follows.
+func (st *Stream) process(buf []byte, start int, final bool) int {
+	s := st.set
+	emit, i := start, start
+	for st.err == nil {
+		j := start
+		if !st.running {
+			if st.none {
+				break
+			}
+			j = s.candidate(buf, i, final)
+			if j >= len(buf) {
+				break
+			}
+			st.running = true
+			st.attempts++
+			st.runPrev = prevClass(st.prevByte(buf, start, j))
+			st.runState = st.startState(st.runPrev)
+			st.runLen, st.bestLen = 0, -1
+			st.nextID++
+			if st.nextID == 0 {
+				st.nextID = 1
+			}
+			st.attemptID = st.nextID
+		}
+		if !st.advance(buf, start, j, final) {
+			st.write(buf[emit:j])
+			return j
+		}
+		st.running = false
+		if st.bestLen < 0 {
+			i = j + 1
+			continue
+		}
+		e := j + st.bestLen
+		st.memoID = 0
+		st.write(buf[emit:j])
+		st.replace(buf, start, j, e, int(st.bestRule))
+		emit, i = e, e
+	}
+	st.write(buf[emit:])
+	return len(buf)
+}
+
+func (st *Stream) prevByte(buf []byte, start, j int) int {
+	if j > start {
+		return int(buf[j-1])
+	}
+	return st.prev
+}
+
+func (st *Stream) startState(pc int) *state {
+	if st.all {
+		return st.set.full[pc]
+	}
+	if st.starts[pc] == nil {
+		st.starts[pc] = st.set.dfa.start(st.active, pc, false)
+	}
+	return st.starts[pc]
+}
+
+// Why a DFA run stopped.
+const (
+	runDead    = iota // no thread left: the attempt is resolved
+	runLimit          // threads alive after MaxMatch+1 bytes
+	runStarved        // out of input
+	runMerged         // reached a checkpoint of the memo attempt
+)
+
+// checkpoint records the DFA state of an attempt at a body offset.
+//
+// Attempts are anchored, so after a failed attempt the next candidate
+// rescans bytes the failed one already read. Two attempts in the same state
+// at the same offset go on identically, so when an attempt reaches a
+// checkpoint of the last attempt that found no match, in the same state,
+// its fate is known: it dies where that one died, with no further match, or
+// it reaches that one's MaxMatch limit in the same state and goes on from
+// there. Checkpoints are kept every stride bytes in a small ring, which
+// makes a hostile body (say "<a <a <a ..." against <a [^>]*>) cost about
+// stride bytes per attempt instead of MaxMatch.
+type checkpoint struct {
+	pos int64
+	st  *state
+	id  uint32
+}
+
+// runDFA runs the attempt anchored at buf[j] from state t over buf[k:],
+// recording its best match in st.bestLen and st.bestRule. delta converts a
+// buf index to a body offset; memo enables checkpoints. It returns the last state and the index of
+// the last byte consumed.
+func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64, memo bool) (*state, int, int) {
+	s := st.set
+	limit := j + s.maxMatch // the last byte the attempt may consume
+	mask := int64(s.memoStride - 1)
+	for ; k < len(buf); k++ {
+		c := int(s.classes[buf[k]])
+		n := t.next[c].Load()
+		if n == nil {
+			n = s.dfa.next(t, c)
+		}
+		t = n
+		if t.match >= 0 {
+			st.bestLen, st.bestRule = k-j, t.match
+			st.runMatched = true
+		}
+		if len(t.pcs) == 0 {
+			return t, k, runDead
+		}
+		if k == limit {
+			return t, k, runLimit
+		}
+		if pos := int64(k+1) + delta; pos&mask == 0 && memo {
+			cp := &st.memo[(pos/int64(s.memoStride))%int64(len(st.memo))]
+			if st.memoID != 0 && cp.id == st.memoID && cp.pos == pos && cp.st == t {
+				return t, k, runMerged
+			}
+			*cp = checkpoint{pos: pos, st: t, id: st.attemptID}
+		}
+	}
+	return t, k - 1, runStarved
+}
+
+// advance feeds the running attempt anchored at buf[j]. It reports whether
+// the attempt is resolved (st.bestLen then holds the winner, or -1).
+func (st *Stream) advance(buf []byte, start, j int, final bool) bool {
+	delta := st.base - int64(start)
+	if st.runLen == 0 {
+		st.runMatched = false
+	}
+	t, k, why := st.runDFA(st.runState, buf, j, j+st.runLen, delta, true)
+	for why == runMerged {
+		// From here on this attempt is the memo attempt.
+		st.attemptID = st.memoID
+		if st.memoLimit == nil {
+			return st.resolved(buf, j, t, int(st.memoEnd-delta), runDead, delta)
+		}
+		t, k, why = st.runDFA(st.memoLimit, buf, j, int(st.memoEnd-delta)+1, delta, true)
+	}
+	if why == runStarved && !final {
+		st.runState, st.runLen = t, len(buf)-j
+		return false
+	}
+	if why == runStarved {
+		if m := st.set.dfa.eofMatch(t); m >= 0 {
+			st.bestLen, st.bestRule = len(buf)-j, m
+			st.runMatched = true
+		}
+	}
+	return st.resolved(buf, j, t, k, why, delta)
+}
+
+// resolved ends an attempt: it handles a drop, and remembers an attempt
+// that found nothing as the memo.
+func (st *Stream) resolved(buf []byte, j int, t *state, k, why int, delta int64) bool {
+	if st.runMatched {
+		st.memoID = 0
+	} else if why != runStarved {
+		st.memoID = st.attemptID
+		st.memoEnd = int64(k) + delta
+		st.memoLimit = nil
+		if why == runLimit {
+			st.memoLimit = t
+		}
+	}
+	if why == runLimit {
+		st.drop(buf, j, t)
+	}
+	return true
+}
+
+// drop handles an attempt still alive after MaxMatch bytes: the rules with
+// live threads are dropped at this position, and the attempt is run again
+// without them. This is the slow path; it needs no more input.
+func (st *Stream) drop(buf []byte, j int, t *state) {
+	s := st.set
+	rest := st.scratch
+	copy(rest, st.active)
+	for why := runLimit; why == runLimit; {
+		for _, pc := range t.pcs {
+			if r := int(s.prog.insts[pc].rule); rest.Has(r) {
+				rest.Remove(r)
+				st.dropped++
+			}
+		}
+		st.bestLen = -1
+		if rest.Empty() {
+			return
+		}
+		t, _, why = st.runDFA(s.dfa.start(rest, st.runPrev, false), buf, j, j, 0, false)
+	}
+}
+
+// replace writes the replacement of rule r for the match buf[j:e].
+func (st *Stream) replace(buf []byte, start, j, e, r int) {
+	s := st.set
+	st.matched.Add(r)
+	if s.rules[r].Once {
+		st.active.Remove(r)
+		st.activeChanged()
+	}
+	t := &s.tmpl[r]
+	if t.constant != nil {
+		st.write(t.constant)
+		return
+	}
+	var idx []int
+	if t.groups {
+		idx = st.submatches(buf, start, j, e, r)
+	}
+	for _, p := range t.parts {
+		switch p.kind {
+		case partText:
+			st.writeString(p.text)
+		case partGroup:
+			if p.group == 0 {
+				st.write(buf[j:e])
+			} else if idx != nil && idx[2*p.group] >= 0 {
+				st.write(idx2bytes(buf, idx, p.group))
+			}
+		case partVar:
+			st.write(st.lookup(p))
+		}
+	}
+}
+
+func idx2bytes(buf []byte, idx []int, g int) []byte { return buf[idx[2*g]:idx[2*g+1]] }
+
+func (st *Stream) writeString(s string) {
+	if st.err != nil || len(s) == 0 {
+		return
+	}
+	_, st.err = io.WriteString(st.dst, s)
+}
+
+// submatches returns the group offsets (in buf) of rule r's match buf[j:e],
+// or nil.
+func (st *Stream) submatches(buf []byte, start, j, e, r int) []int {
+	next := -1
+	if e < len(buf) {
+		next = int(buf[e])
+	}
+	cp := st.set.caps[r]
+	idx := st.idx[:cp.ncap]
+	if !cp.submatch(idx, buf[j:e], st.prevByte(buf, start, j), next) {
+		return nil // cannot happen: the DFA matched this text
+	}
+	for i := range idx {
+		if idx[i] >= 0 {
+			idx[i] += j
+		}
+	}
+	return idx
+}
+
+// lookup resolves a placeholder once per stream.
+func (st *Stream) lookup(p part) []byte {
+	i := p.group
+	switch st.varKnown[i] {
+	case 0:
+		st.varKnown[i] = 2
+		if st.vars != nil {
+			if v, ok := st.vars(st.set.varNames[i]); ok {
+				st.varKnown[i] = 1
+				st.varVals[i] = append(st.varVals[i][:0], v...)
+			}
+		}
+	}
+	if st.varKnown[i] == 1 {
+		return st.varVals[i]
+	}
+	return []byte(p.text)
+}
+
+// candidate returns the first index >= i where a match may start, or
+// len(buf). It reads eight bytes at a time and looks up the seven byte
+// pairs they hold in the pair table; the positions that hit are confirmed
+// with the triple table before the DFA is started.
+func (s *Set) candidate(buf []byte, i int, final bool) int {
+	n := len(buf)
+	p, t := &s.pair, &s.triple
+	q := &s.pair7
+	for ; i+8 <= n; i += 7 {
+		w := binary.LittleEndian.Uint64(buf[i:])
+		if q[uint16(w)&0x7F7F]|q[uint16(w>>8)&0x7F7F]|q[uint16(w>>16)&0x7F7F]|q[uint16(w>>24)&0x7F7F]|
+			q[uint16(w>>32)&0x7F7F]|q[uint16(w>>40)&0x7F7F]|q[uint16(w>>48)&0x7F7F] == 0 {
+			continue
+		}
+		m := p[uint16(w)] | p[uint16(w>>8)]<<1 | p[uint16(w>>16)]<<2 | p[uint16(w>>24)]<<3 |
+			p[uint16(w>>32)]<<4 | p[uint16(w>>40)]<<5 | p[uint16(w>>48)]<<6
+		for ; m != 0; m &= m - 1 {
+			k := bits.TrailingZeros8(m)
+			if k < 6 {
+				if t[tripleHash(uint32(w>>(8*k)))] != 0 {
+					return i + k
+				}
+			} else if i+8 >= n || t[tripleHash(uint32(w>>48)|uint32(buf[i+8])<<16)] != 0 {
+				return i + k
+			}
+		}
+	}
+	for ; i+1 < n; i++ {
+		if p[uint16(buf[i])|uint16(buf[i+1])<<8] != 0 &&
+			(i+2 >= n || t[tripleHash(uint32(buf[i])|uint32(buf[i+1])<<8|uint32(buf[i+2])<<16)] != 0) {
+			return i
+		}
+	}
+	if i < n && s.first[buf[i]] {
+		return i
+	}
+	return n
+}
+
+// tripleHash hashes the three low bytes of x (the higher byte is ignored).
+func tripleHash(x uint32) uint16 {
+	x &= 0xFFFFFF
+	return uint16(x ^ x>>11)
+}

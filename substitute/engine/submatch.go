@@ -1,0 +1,171 @@
+package engine
+
+import (
+	"regexp/syntax"
+	"sync"
+	"unicode/utf8"
+)
+
+// capProg computes capture groups for the rules whose replacement uses
+// them. The DFA only finds where a match starts and ends; groups are then
+// those of the leftmost-first parse of that exact text, found by a Pike VM
+// over the rune-level program (the method of Go's regexp), with the bytes
+// around the match as context for assertions. Machines are pooled so a
+// steady stream allocates nothing.
+type capProg struct {
+	prog *syntax.Prog
+	ncap int
+	pool sync.Pool // *capMachine
+}
+
+func newCapProg(re *syntax.Regexp) (*capProg, error) {
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return nil, err
+	}
+	return &capProg{prog: prog, ncap: 2 * (re.MaxCap() + 1)}, nil
+}
+
+type capQueue struct {
+	sparse []uint32
+	dense  []uint32 // pcs, in priority order
+	caps   []int    // ncap slots per dense entry
+}
+
+func (q *capQueue) contains(pc uint32) bool {
+	i := q.sparse[pc]
+	return int(i) < len(q.dense) && q.dense[i] == pc
+}
+
+type capMachine struct {
+	p      *capProg
+	q0, q1 capQueue
+	cap    []int
+	result []int
+}
+
+func (p *capProg) machine() *capMachine {
+	if m, ok := p.pool.Get().(*capMachine); ok {
+		return m
+	}
+	n := len(p.prog.Inst)
+	newQ := func() capQueue {
+		return capQueue{sparse: make([]uint32, n), dense: make([]uint32, 0, n), caps: make([]int, n*p.ncap)}
+	}
+	return &capMachine{p: p, q0: newQ(), q1: newQ(), cap: make([]int, p.ncap), result: make([]int, p.ncap)}
+}
+
+// contextRune maps a byte next to the text (-1: none) to a rune with the
+// same meaning for assertions.
+func contextRune(b int) rune {
+	if b < 0 || b < utf8.RuneSelf {
+		return rune(b)
+	}
+	return utf8.RuneError
+}
+
+// submatch fills dst (len ncap) with the group offsets of the
+// leftmost-first parse of text as a whole, given the bytes before and after
+// it (-1: none). It reports false if text does not match as a whole.
+func (p *capProg) submatch(dst []int, text []byte, prev, next int) bool {
+	m := p.machine()
+	defer p.pool.Put(m)
+	for i := range m.cap {
+		m.cap[i] = -1
+	}
+	run, nxt := &m.q0, &m.q1
+	run.dense, nxt.dense = run.dense[:0], nxt.dense[:0]
+	matched := false
+	r1 := contextRune(prev)
+	r, w := rune(-1), 0
+	if len(text) > 0 {
+		r, w = utf8.DecodeRune(text)
+	} else {
+		r = contextRune(next)
+	}
+	m.add(run, uint32(p.prog.Start), 0, m.cap, syntax.EmptyOpContext(r1, r))
+	for pos := 0; len(run.dense) > 0; {
+		atEnd := pos == len(text)
+		// The rune after this one, for the context at pos+w.
+		var r2 rune
+		var w2 int
+		if !atEnd {
+			if pos+w < len(text) {
+				r2, w2 = utf8.DecodeRune(text[pos+w:])
+			} else {
+				r2 = contextRune(next)
+			}
+		}
+		ctx := syntax.EmptyOpContext(r, r2)
+		for i, pc := range run.dense {
+			in := &p.prog.Inst[pc]
+			caps := run.caps[i*p.ncap : (i+1)*p.ncap]
+			ok := false
+			switch in.Op {
+			case syntax.InstMatch:
+				if atEnd {
+					copy(m.result, caps)
+					matched = true
+				}
+			case syntax.InstRune, syntax.InstRune1:
+				ok = !atEnd && in.MatchRune(r)
+			case syntax.InstRuneAny:
+				ok = !atEnd
+			case syntax.InstRuneAnyNotNL:
+				ok = !atEnd && r != '\n'
+			}
+			if matched {
+				break // lower-priority threads lose
+			}
+			if ok {
+				m.add(nxt, in.Out, pos+w, caps, ctx)
+			}
+		}
+		if atEnd {
+			break
+		}
+		run, nxt = nxt, run
+		nxt.dense = nxt.dense[:0]
+		pos += w
+		r, w = r2, w2
+	}
+	if matched {
+		copy(dst, m.result)
+		dst[0], dst[1] = 0, len(text)
+	}
+	return matched
+}
+
+// add follows empty instructions from pc at pos, recording capture
+// positions, and queues the threads that consume a rune or match.
+func (m *capMachine) add(q *capQueue, pc uint32, pos int, cap []int, ctx syntax.EmptyOp) {
+	if q.contains(pc) {
+		return
+	}
+	q.sparse[pc] = uint32(len(q.dense))
+	q.dense = append(q.dense, pc)
+	in := &m.p.prog.Inst[pc]
+	switch in.Op {
+	case syntax.InstAlt, syntax.InstAltMatch:
+		m.add(q, in.Out, pos, cap, ctx)
+		m.add(q, in.Arg, pos, cap, ctx)
+	case syntax.InstEmptyWidth:
+		if syntax.EmptyOp(in.Arg)&^ctx == 0 {
+			m.add(q, in.Out, pos, cap, ctx)
+		}
+	case syntax.InstNop:
+		m.add(q, in.Out, pos, cap, ctx)
+	case syntax.InstCapture:
+		if int(in.Arg) < len(cap) {
+			old := cap[in.Arg]
+			cap[in.Arg] = pos
+			m.add(q, in.Out, pos, cap, ctx)
+			cap[in.Arg] = old
+		} else {
+			m.add(q, in.Out, pos, cap, ctx)
+		}
+	case syntax.InstMatch, syntax.InstRune, syntax.InstRune1, syntax.InstRuneAny, syntax.InstRuneAnyNotNL:
+		i := len(q.dense) - 1
+		copy(q.caps[i*m.p.ncap:(i+1)*m.p.ncap], cap)
+	}
+}
