@@ -8,10 +8,13 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/caddy-edgekit/edgekit/clientip"
 	"github.com/caddy-edgekit/edgekit/substitute"
 )
 
 func init() {
+	httpcaddyfile.RegisterHandlerDirective("client_ip", parse[clientip.Handler])
+	httpcaddyfile.RegisterDirectiveOrder("client_ip", httpcaddyfile.After, "tracing")
 	httpcaddyfile.RegisterHandlerDirective("substitute", parse[substitute.Handler])
 	httpcaddyfile.RegisterDirectiveOrder("substitute", httpcaddyfile.After, "encode")
 }

@@ -205,12 +205,12 @@ https://localhost:{$HTTPS_PORT} {
 	return env
 }
 
-func get(t *testing.T, client *http.Client, url string, hdr map[string]string) (*http.Response, string) {
+func getSubst(t *testing.T, client *http.Client, url string, hdr map[string]string) (*http.Response, string) {
 	t.Helper()
-	return do(t, client, "GET", url, hdr)
+	return fetchSubst(t, client, "GET", url, hdr)
 }
 
-func do(t *testing.T, client *http.Client, method, url string, hdr map[string]string) (*http.Response, string) {
+func fetchSubst(t *testing.T, client *http.Client, method, url string, hdr map[string]string) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, nil)
 	if err != nil {
@@ -239,7 +239,7 @@ func TestSubstitute(t *testing.T) {
 
 	t.Run("reverse_proxy decodes every known encoding", func(t *testing.T) {
 		for _, enc := range []string{"identity", "gzip", "br", "zstd", "deflate"} {
-			resp, body := get(t, client, c.URL("/rp/enc/"+enc), map[string]string{"Accept-Encoding": "identity"})
+			resp, body := getSubst(t, client, c.URL("/rp/enc/"+enc), map[string]string{"Accept-Encoding": "identity"})
 			if resp.StatusCode != 200 || resp.Header.Get("Content-Encoding") != "" {
 				t.Errorf("%s: status %d, Content-Encoding %q", enc, resp.StatusCode, resp.Header.Get("Content-Encoding"))
 			}
@@ -247,7 +247,7 @@ func TestSubstitute(t *testing.T) {
 				t.Errorf("%s: body not substituted as expected (%d bytes, want %d)", enc, len(body), len(want))
 			}
 		}
-		resp, body := get(t, client, c.URL("/rp/enc/compress"), nil)
+		resp, body := getSubst(t, client, c.URL("/rp/enc/compress"), nil)
 		if resp.Header.Get("Content-Encoding") != "compress" || body != "origin.example raw" {
 			t.Errorf("unknown encoding touched: %q %q", resp.Header.Get("Content-Encoding"), body)
 		}
@@ -255,7 +255,7 @@ func TestSubstitute(t *testing.T) {
 
 	t.Run("encode compresses what substitute wrote", func(t *testing.T) {
 		for _, enc := range []string{"identity", "br", "zstd"} {
-			resp, body := get(t, client, c.URL("/gz/enc/"+enc), map[string]string{"Accept-Encoding": "gzip"})
+			resp, body := getSubst(t, client, c.URL("/gz/enc/"+enc), map[string]string{"Accept-Encoding": "gzip"})
 			if resp.Header.Get("Content-Encoding") != "gzip" {
 				t.Fatalf("%s: Content-Encoding %q, want gzip", enc, resp.Header.Get("Content-Encoding"))
 			}
@@ -271,8 +271,8 @@ func TestSubstitute(t *testing.T) {
 	})
 
 	t.Run("file_server gives the same result as reverse_proxy", func(t *testing.T) {
-		_, viaProxy := get(t, client, c.URL("/rp/page.html"), nil)
-		resp, viaFiles := get(t, client, c.URL("/files/page.html"), nil)
+		_, viaProxy := getSubst(t, client, c.URL("/rp/page.html"), nil)
+		resp, viaFiles := getSubst(t, client, c.URL("/files/page.html"), nil)
 		if viaFiles != want || viaProxy != want {
 			t.Errorf("file_server %d bytes, reverse_proxy %d bytes, want %d", len(viaFiles), len(viaProxy), len(want))
 		}
@@ -280,14 +280,14 @@ func TestSubstitute(t *testing.T) {
 			t.Errorf("file_server headers: %v", resp.Header)
 		}
 		// The video is not substituted and keeps its length.
-		resp, body := get(t, client, c.URL("/files/video.mp4"), nil)
+		resp, body := getSubst(t, client, c.URL("/files/video.mp4"), nil)
 		if body != string(env.video) || resp.Header.Get("Content-Length") != strconv.Itoa(len(env.video)) {
 			t.Errorf("video through file_server changed: %d bytes, Content-Length %q", len(body), resp.Header.Get("Content-Length"))
 		}
 	})
 
 	t.Run("headers", func(t *testing.T) {
-		resp, _ := get(t, client, c.URL("/rp/page.html"), nil)
+		resp, _ := getSubst(t, client, c.URL("/rp/page.html"), nil)
 		if resp.Header.Get("Content-Length") != "" {
 			t.Errorf("Content-Length %q kept", resp.Header.Get("Content-Length"))
 		}
@@ -298,16 +298,16 @@ func TestSubstitute(t *testing.T) {
 			t.Errorf("Last-Modified %q", resp.Header.Get("Last-Modified"))
 		}
 		// HEAD: untouched, with the origin's length.
-		resp, body := do(t, client, "HEAD", c.URL("/rp/page.html"), nil)
+		resp, body := fetchSubst(t, client, "HEAD", c.URL("/rp/page.html"), nil)
 		if resp.Header.Get("Content-Length") != strconv.Itoa(len(env.page)) || resp.Header.Get("Etag") != `"page-v1"` || body != "" {
 			t.Errorf("HEAD changed: %v", resp.Header)
 		}
 		// 304 for the weak ETag the client was given.
-		resp, body = get(t, client, c.URL("/rp/page.html"), map[string]string{"If-None-Match": `W/"page-v1"`})
+		resp, body = getSubst(t, client, c.URL("/rp/page.html"), map[string]string{"If-None-Match": `W/"page-v1"`})
 		if resp.StatusCode != 304 || body != "" {
 			t.Errorf("conditional GET: %d %q, want 304", resp.StatusCode, body)
 		}
-		resp, body = get(t, client, c.URL("/rp/empty"), nil)
+		resp, body = getSubst(t, client, c.URL("/rp/empty"), nil)
 		if resp.StatusCode != 204 || body != "" {
 			t.Errorf("204: %d %q", resp.StatusCode, body)
 		}
@@ -324,19 +324,19 @@ func TestSubstitute(t *testing.T) {
 			{"/status/200?type=text/css", "origin.example"},
 			{"/status/200?type=image/png", "origin.example"},
 		} {
-			if _, body := get(t, client, c.URL(c2.path), nil); body != c2.want {
+			if _, body := getSubst(t, client, c.URL(c2.path), nil); body != c2.want {
 				t.Errorf("%s: %q, want %q", c2.path, body, c2.want)
 			}
 		}
 	})
 
 	t.Run("once and placeholders", func(t *testing.T) {
-		_, body := get(t, client, c.URL("/rp/page.html"), nil)
+		_, body := getSubst(t, client, c.URL("/rp/page.html"), nil)
 		if !strings.HasPrefix(body, "<html><body>once-done ONCE\n") {
 			t.Errorf("once: page starts %q", body[:30])
 		}
 		for _, p := range []string{"/rp/placeholder/a", "/rp/placeholder/$1"} {
-			if _, body := get(t, client, c.URL(p), nil); body != "at "+p {
+			if _, body := getSubst(t, client, c.URL(p), nil); body != "at "+p {
 				t.Errorf("placeholder: %q, want %q", body, "at "+p)
 			}
 		}
@@ -344,15 +344,15 @@ func TestSubstitute(t *testing.T) {
 
 	t.Run("ranges", func(t *testing.T) {
 		for _, prefix := range []string{"/rp", "/files"} {
-			resp, body := get(t, client, c.URL(prefix+"/page.html"), map[string]string{"Range": "bytes=0-99"})
+			resp, body := getSubst(t, client, c.URL(prefix+"/page.html"), map[string]string{"Range": "bytes=0-99"})
 			if resp.StatusCode != 200 || body != want || resp.Header.Get("Content-Range") != "" {
 				t.Errorf("%s page range: %d, %d bytes, Content-Range %q: want the whole substituted 200", prefix, resp.StatusCode, len(body), resp.Header.Get("Content-Range"))
 			}
-			resp, body = get(t, client, c.URL(prefix+"/page.html"), map[string]string{"Range": "bytes=0-9,20-29"})
+			resp, body = getSubst(t, client, c.URL(prefix+"/page.html"), map[string]string{"Range": "bytes=0-9,20-29"})
 			if resp.StatusCode != 200 || body != want {
 				t.Errorf("%s multi-range page: %d, %d bytes", prefix, resp.StatusCode, len(body))
 			}
-			resp, body = get(t, client, c.URL(prefix+"/video.mp4"), map[string]string{"Range": "bytes=100-199"})
+			resp, body = getSubst(t, client, c.URL(prefix+"/video.mp4"), map[string]string{"Range": "bytes=100-199"})
 			if resp.StatusCode != 206 || body != string(env.video[100:200]) {
 				t.Errorf("%s video range: %d %d bytes, want 206 of 100", prefix, resp.StatusCode, len(body))
 			}
@@ -368,9 +368,9 @@ func TestSubstitute(t *testing.T) {
 			n, _ := strconv.Atoi(m[1])
 			return n
 		}
-		_, first := get(t, client, c.URL("/rp/plain.html?v=1"), nil)
+		_, first := getSubst(t, client, c.URL("/rp/plain.html?v=1"), nil)
 		before := hits()
-		_, second := get(t, client, c.URL("/rp/plain.html?v=1"), nil)
+		_, second := getSubst(t, client, c.URL("/rp/plain.html?v=1"), nil)
 		if hits() != before+1 {
 			t.Errorf("memo hits went from %d to %d, want one more", before, hits())
 		}
@@ -378,8 +378,8 @@ func TestSubstitute(t *testing.T) {
 			t.Errorf("memo changed output: %q then %q", first, second)
 		}
 		// With matches, the restricted scan gives the same output.
-		_, a := get(t, client, c.URL("/files/page.html"), nil)
-		_, b := get(t, client, c.URL("/files/page.html"), nil)
+		_, a := getSubst(t, client, c.URL("/files/page.html"), nil)
+		_, b := getSubst(t, client, c.URL("/files/page.html"), nil)
 		if a != want || b != want {
 			t.Error("restricted memo scan changed output")
 		}
@@ -425,7 +425,7 @@ func TestSubstitute(t *testing.T) {
 		c.WaitHTTPS(t)
 		h3 := c.H3Client()
 		for _, enc := range []string{"identity", "br"} {
-			resp, body := get(t, h3, c.HTTPSURL("/rp/enc/"+enc), nil)
+			resp, body := getSubst(t, h3, c.HTTPSURL("/rp/enc/"+enc), nil)
 			if resp.ProtoMajor != 3 {
 				t.Fatalf("protocol %s, want HTTP/3", resp.Proto)
 			}
@@ -433,15 +433,15 @@ func TestSubstitute(t *testing.T) {
 				t.Errorf("h3 %s: body not substituted (%d bytes, want %d)", enc, len(body), len(want))
 			}
 		}
-		resp, body := get(t, h3, c.HTTPSURL("/rp/video.mp4"), map[string]string{"Range": "bytes=0-9"})
+		resp, body := getSubst(t, h3, c.HTTPSURL("/rp/video.mp4"), map[string]string{"Range": "bytes=0-9"})
 		if resp.StatusCode != 206 || body != string(env.video[:10]) {
 			t.Errorf("h3 video range: %d %q", resp.StatusCode, body)
 		}
-		resp, body = get(t, h3, c.HTTPSURL("/rp/page.html"), map[string]string{"Range": "bytes=0-9"})
+		resp, body = getSubst(t, h3, c.HTTPSURL("/rp/page.html"), map[string]string{"Range": "bytes=0-9"})
 		if resp.StatusCode != 200 || body != want {
 			t.Errorf("h3 page range: %d, %d bytes, want the whole substituted 200", resp.StatusCode, len(body))
 		}
-		resp, body = get(t, client, c.HTTPSURL("/rp/page.html"), nil)
+		resp, body = getSubst(t, client, c.HTTPSURL("/rp/page.html"), nil)
 		if resp.ProtoMajor != 2 || body != want {
 			t.Errorf("h2: %s, %d bytes", resp.Proto, len(body))
 		}
@@ -478,7 +478,7 @@ func TestSubstituteRefusals(t *testing.T) {
 	if status == 200 || !strings.Contains(body, "rule 1") {
 		t.Errorf("/load of a bad regex: %d %s", status, body)
 	}
-	if _, got := get(t, c.Client(), c.URL("/"), nil); got != "bye" {
+	if _, got := getSubst(t, c.Client(), c.URL("/"), nil); got != "bye" {
 		t.Errorf("after the refused load the old config answers %q, want bye", got)
 	}
 }

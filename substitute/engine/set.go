@@ -70,6 +70,7 @@ type Set struct {
 	// or, for the last byte available, if b[i] is in first.
 	first  [256]bool
 	pair   [65536]uint8 // indexed by b[i] | b[i+1]<<8
+	pair7  [32768]uint8 // pair folded on the low 7 bits of each byte (fits L1)
 	triple [65536]uint8 // indexed by tripleHash(b[i], b[i+1], b[i+2])
 }
 
@@ -179,6 +180,9 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 		s.full[p] = s.dfa.start(s.all, p, true)
 	}
 	s.buildPrefilter()
+	for x, v := range s.pair {
+		s.pair7[x&0x7F7F] |= v
+	}
 	s.memoStride = 64
 	for s.maxMatch/s.memoStride > 64 {
 		s.memoStride *= 2

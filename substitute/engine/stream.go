@@ -475,10 +475,11 @@ func (st *Stream) lookup(p part) []byte {
 func (s *Set) candidate(buf []byte, i int, final bool) int {
 	n := len(buf)
 	p, t := &s.pair, &s.triple
+	q := &s.pair7
 	for ; i+8 <= n; i += 7 {
 		w := binary.LittleEndian.Uint64(buf[i:])
-		if p[uint16(w)]|p[uint16(w>>8)]|p[uint16(w>>16)]|p[uint16(w>>24)]|
-			p[uint16(w>>32)]|p[uint16(w>>40)]|p[uint16(w>>48)] == 0 {
+		if q[uint16(w)&0x7F7F]|q[uint16(w>>8)&0x7F7F]|q[uint16(w>>16)&0x7F7F]|q[uint16(w>>24)&0x7F7F]|
+			q[uint16(w>>32)&0x7F7F]|q[uint16(w>>40)&0x7F7F]|q[uint16(w>>48)&0x7F7F] == 0 {
 			continue
 		}
 		m := p[uint16(w)] | p[uint16(w>>8)]<<1 | p[uint16(w>>16)]<<2 | p[uint16(w>>24)]<<3 |

@@ -1,0 +1,115 @@
+package clientip
+
+import (
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	client_ip [<matcher>] {
+//	    trusted_proxies <cidr|ip|private_ranges> ...
+//	    hops <n>
+//	    header <name>
+//	    forwarded
+//	    secret <header> <value>
+//	    untrusted allow|observe|reject [<status>]
+//	    strip <header> ...
+//	}
+//
+// trusted_proxies and strip may be repeated; their lists add up.
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		option := d.Val()
+		switch option {
+		case "trusted_proxies":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			for _, arg := range args {
+				if arg == "private_ranges" {
+					h.TrustedProxies = append(h.TrustedProxies, caddyhttp.PrivateRangesCIDR()...)
+					continue
+				}
+				if _, err := caddyhttp.CIDRExpressionToPrefix(arg); err != nil {
+					return d.Errf("trusted_proxies: %v: give a CIDR (10.0.0.0/8), an IP or private_ranges", err)
+				}
+				h.TrustedProxies = append(h.TrustedProxies, arg)
+			}
+		case "hops":
+			var arg string
+			if !d.AllArgs(&arg) {
+				return d.ArgErr()
+			}
+			n, err := strconv.Atoi(arg)
+			if err != nil || n < 1 || n > maxHops {
+				return d.Errf("hops %s: must be 1..%d (number of proxy layers in front of Caddy)", arg, maxHops)
+			}
+			h.Hops = &n
+		case "header":
+			if !d.AllArgs(&h.Header) {
+				return d.ArgErr()
+			}
+			if err := validHeaderName("header", h.Header); err != nil {
+				return d.Err(err.Error())
+			}
+		case "forwarded":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.Forwarded = true
+		case "secret":
+			var name, value string
+			if !d.AllArgs(&name, &value) {
+				return d.Errf("secret: want a header name and a value, e.g. secret X-Edge-Secret {env.EDGE_SECRET}")
+			}
+			if err := validHeaderName("secret", name); err != nil {
+				return d.Err(err.Error())
+			}
+			h.Secret = &Secret{Header: name, Value: value}
+		case "untrusted":
+			args := d.RemainingArgs()
+			if len(args) < 1 || len(args) > 2 {
+				return d.ArgErr()
+			}
+			switch args[0] {
+			case UntrustedAllow, UntrustedObserve:
+				if len(args) == 2 {
+					return d.Errf("untrusted %s takes no status; only reject does", args[0])
+				}
+			case UntrustedReject:
+				if len(args) == 2 {
+					status, err := strconv.Atoi(args[1])
+					if err != nil || status < 400 || status > 599 {
+						return d.Errf("untrusted reject %s: status must be 4xx or 5xx", args[1])
+					}
+					h.RejectStatus = status
+				}
+			default:
+				return d.Errf("untrusted %q: must be allow, observe or reject", args[0])
+			}
+			h.Untrusted = args[0]
+		case "strip":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			for _, name := range args {
+				if err := validHeaderName("strip", name); err != nil {
+					return d.Err(err.Error())
+				}
+			}
+			h.Strip = append(h.Strip, args...)
+		default:
+			return d.Errf("unrecognized client_ip option %q", option)
+		}
+	}
+	return nil
+}

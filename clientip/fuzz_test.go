@@ -1,0 +1,193 @@
+package clientip
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// The fuzz targets share one invariant set: resolving never panics, the
+// client is always the peer or a member of what the caller sent, and a
+// request whose peer is not the edge never gets a header-derived client.
+
+const (
+	fuzzEdgePeer = "10.0.0.1:4711"
+	fuzzStranger = "198.51.100.1:4711"
+)
+
+func fuzzResolver(t *testing.T, config string) *Handler {
+	h, err := tryProvision(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// handlersByHops provisions, on first use, one handler per hops value from
+// a config format with a %d for hops.
+type handlersByHops struct {
+	format string
+	cache  map[int]*Handler
+}
+
+func (hs *handlersByHops) get(t *testing.T, hops uint8) (*Handler, int) {
+	n := int(hops%maxHops) + 1
+	if hs.cache[n] == nil {
+		hs.cache[n] = fuzzResolver(t, fmt.Sprintf(hs.format, n))
+	}
+	return hs.cache[n], n
+}
+
+func checkBypass(t *testing.T, h *Handler, header http.Header) {
+	res := h.resolver.resolve(fuzzStranger, header)
+	if res.viaEdge() || res.client.String() != "198.51.100.1" {
+		t.Fatalf("a caller outside the edge got client %s (via_edge %v) from %q", res.client, res.viaEdge(), header)
+	}
+}
+
+// FuzzForwardedFor checks X-Forwarded-For resolution against a plain
+// reference: join the lines, split on commas, drop empty members, append
+// the peer, and read the chain from the right.
+func FuzzForwardedFor(f *testing.F) {
+	for _, seed := range []struct {
+		line1, line2 string
+		hops         uint8
+	}{
+		{"203.0.113.7", "", 1},
+		{"garbage, 203.0.113.7", "10.1.1.1", 2},
+		{"[2001:db8::1]:443, 10.1.1.1:80", "", 2},
+		{"::ffff:203.0.113.7, , unknown", "_obf", 3},
+		{"203.0.113.7,10.1.1.1", "10.2.2.2, [::ffff:10.3.3.3]:9", 4},
+		{strings.Repeat("1.1.1.1,", 70), "", 1},
+		{"fe80::1%eth0", "\t10.1.1.1 ", 2},
+	} {
+		f.Add(seed.line1, seed.line2, seed.hops)
+	}
+	handlers := handlersByHops{`{"trusted_proxies":["10.0.0.0/8"],"hops":%d}`, map[int]*Handler{}}
+	f.Fuzz(func(t *testing.T, line1, line2 string, hops uint8) {
+		h, n := handlers.get(t, hops)
+		header := http.Header{"X-Forwarded-For": {line1, line2}}
+		res := h.resolver.resolve(fuzzEdgePeer, header)
+
+		// Reference.
+		var chain []string
+		for field := range strings.SplitSeq(line1+","+line2, ",") {
+			if field = strings.Trim(field, " \t"); field != "" {
+				chain = append(chain, field)
+			}
+		}
+		fields := strings.Count(line1, ",") + strings.Count(line2, ",") + 2
+		want, wantVia := netip.MustParseAddr("10.0.0.1"), false
+		if fields <= maxChainFields && len(chain) >= n {
+			ok := true
+			for i := 1; i < n; i++ { // the span, peer excluded
+				addr, _, valid := parseNode(chain[len(chain)-i])
+				ok = ok && valid && netip.MustParsePrefix("10.0.0.0/8").Contains(addr)
+			}
+			if client, _, valid := parseNode(chain[len(chain)-n]); ok && valid {
+				want, wantVia = client, true
+			}
+		}
+		if res.client != want || res.viaEdge() != wantVia {
+			t.Fatalf("XFF %q %q hops %d: got %s via_edge %v, reference %s %v", line1, line2, n, res.client, res.viaEdge(), want, wantVia)
+		}
+		if res.viaEdge() {
+			// The trimmed header starts with the client entry.
+			lines := header["X-Forwarded-For"]
+			cleanXFF(header, &res, res.client.String())
+			first := strings.TrimLeft(strings.Join(header["X-Forwarded-For"], ","), " \t")
+			if addr, _, ok := parseNode(strings.Trim(strings.SplitN(first, ",", 2)[0], " \t")); !ok || addr != res.client {
+				t.Fatalf("XFF %q trimmed to %q, which does not start with the client %s", lines, header["X-Forwarded-For"], res.client)
+			}
+		}
+		checkBypass(t, h, http.Header{"X-Forwarded-For": {line1, line2}})
+	})
+}
+
+// FuzzForwardedHeader checks RFC 7239 Forwarded resolution: the client is
+// the peer or an address whose text the caller sent inside a for= node.
+func FuzzForwardedHeader(f *testing.F) {
+	for _, seed := range []struct {
+		line1, line2 string
+		hops         uint8
+	}{
+		{"for=203.0.113.7", "", 1},
+		{`for="[2001:db8:cafe::17]:4711";proto=https`, `for=10.1.1.1`, 2},
+		{`for="a,b", For=203.0.113.7;by=_x`, "", 1},
+		{`for=unknown, for="_gazonk:_p"`, `for="\"x"`, 2},
+		{`for="203.0.113.7`, "", 1},
+		{" , ;;, for=203.0.113.7 , ", "for=10.1.1.1;for=10.1.1.2", 2},
+	} {
+		f.Add(seed.line1, seed.line2, seed.hops)
+	}
+	handlers := handlersByHops{`{"trusted_proxies":["10.0.0.0/8"],"forwarded":true,"hops":%d}`, map[int]*Handler{}}
+	f.Fuzz(func(t *testing.T, line1, line2 string, hops uint8) {
+		h, _ := handlers.get(t, hops)
+		header := http.Header{"Forwarded": {line1, line2}}
+		res := h.resolver.resolve(fuzzEdgePeer, header)
+		if !res.viaEdge() {
+			if res.client.String() != "10.0.0.1" {
+				t.Fatalf("not via the edge but client %s", res.client)
+			}
+		} else {
+			if res.source != sourceForwarded {
+				t.Fatalf("source %s", res.source)
+			}
+			if !strings.Contains(line1, res.clientText) && !strings.Contains(line2, res.clientText) {
+				t.Fatalf("client text %q is not in the Forwarded lines %q %q", res.clientText, line1, line2)
+			}
+			if addr, err := netip.ParseAddr(res.clientText); err != nil || addr.Unmap() != res.client {
+				t.Fatalf("client %s does not come from its text %q", res.client, res.clientText)
+			}
+			if !strings.Contains(strings.ToLower(line1+line2), "for=") {
+				t.Fatalf("a client without any for= parameter in %q %q", line1, line2)
+			}
+		}
+		checkBypass(t, h, http.Header{"Forwarded": {line1, line2}})
+	})
+}
+
+// FuzzSingleHeader checks header mode against the standard library: a
+// value is believed exactly when netip parses it as an address, an
+// address:port, or a bracketed IPv6 address, without a zone.
+func FuzzSingleHeader(f *testing.F) {
+	for _, seed := range []string{
+		"203.0.113.7", "203.0.113.7:443", "[2001:db8::1]:443", "[2001:db8::1]", "2001:db8::1",
+		"::ffff:203.0.113.7", "[::ffff:203.0.113.7]:80", "[203.0.113.7]:80", "unknown", "_x",
+		"1.2.3.4, 5.6.7.8", "fe80::1%eth0", "[fe80::1%25eth0]:80", "1.2.3.4:", "1.2.3.4:99999", " 1.2.3.4\t",
+	} {
+		f.Add(seed)
+	}
+	var h *Handler
+	f.Fuzz(func(t *testing.T, value string) {
+		if h == nil {
+			h = fuzzResolver(t, `{"trusted_proxies":["10.0.0.0/8"],"header":"X-Client"}`)
+		}
+		res := h.resolver.resolve(fuzzEdgePeer, http.Header{"X-Client": {value}})
+
+		tok := strings.Trim(value, " \t")
+		var want netip.Addr
+		if addr, err := netip.ParseAddr(tok); err == nil {
+			want = addr
+		} else if ap, err := netip.ParseAddrPort(tok); err == nil {
+			want = ap.Addr()
+		} else if len(tok) > 2 && tok[0] == '[' && tok[len(tok)-1] == ']' {
+			if addr, err := netip.ParseAddr(tok[1 : len(tok)-1]); err == nil && addr.Is6() {
+				want = addr
+			}
+		}
+		if want.Zone() != "" {
+			want = netip.Addr{}
+		}
+		want, wantVia := want.Unmap(), want.IsValid()
+		if !wantVia {
+			want = netip.MustParseAddr("10.0.0.1")
+		}
+		if res.client != want || res.viaEdge() != wantVia {
+			t.Fatalf("header %q: got %s via_edge %v, reference %s", value, res.client, res.viaEdge(), want)
+		}
+		checkBypass(t, h, http.Header{"X-Client": {value}})
+	})
+}

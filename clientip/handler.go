@@ -1,0 +1,100 @@
+package clientip
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+var errUntrusted = errors.New("client_ip: request did not come through the edge")
+
+// ServeHTTP resolves the client, publishes it, and applies the untrusted
+// policy.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	res := h.resolver.resolve(r.RemoteAddr, r.Header)
+	if h.resolver.secretHeader != "" {
+		delete(r.Header, h.resolver.secretHeader) // never upstream
+	}
+
+	viaEdge := res.viaEdge()
+	peer := addrString(res.peer, res.peerText)
+	client := peer
+	if viaEdge {
+		client = addrString(res.client, res.clientText)
+		cleanXFF(r.Header, &res, client)
+	} else {
+		for _, name := range h.strip {
+			delete(r.Header, name)
+		}
+	}
+
+	peerValue := any(peer) // box once: each conversion to any allocates
+	clientValue := peerValue
+	if viaEdge {
+		clientValue = client
+	}
+	if res.peer.IsValid() {
+		caddyhttp.SetVar(r.Context(), caddyhttp.ClientIPVarKey, clientValue)
+	}
+	caddyhttp.SetVar(r.Context(), caddyhttp.TrustedProxyVarKey, viaEdge)
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Set("http.client_ip.peer", peerValue)
+		repl.Set("http.client_ip.source", sourceValues[res.source])
+		repl.Set("http.client_ip.via_edge", viaEdgeValues[b2i(viaEdge)])
+	}
+	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
+		extra.Set(zap.Object("client_ip", logFields{peer: peer, source: res.source, viaEdge: viaEdge}))
+	}
+
+	h.counters.requests[res.source].Inc()
+	if !viaEdge {
+		h.counters.untrusted[res.reason].Inc()
+		switch h.Untrusted {
+		case UntrustedObserve:
+			if c := h.logger.Check(zap.InfoLevel, "request did not come through the edge"); c != nil {
+				c.Write(zap.String("peer", peer), zap.String("reason", res.reason.String()),
+					zap.String("method", r.Method), zap.String("uri", r.RequestURI))
+			}
+		case UntrustedReject:
+			return caddyhttp.Error(h.RejectStatus, fmt.Errorf("%w (%s)", errUntrusted, res.reason))
+		}
+	}
+	return next.ServeHTTP(w, r)
+}
+
+// Placeholder values boxed once.
+var (
+	sourceValues = func() (v [numSources]any) {
+		for s := range numSources {
+			v[s] = s.String()
+		}
+		return
+	}()
+	viaEdgeValues = [2]any{"false", "true"}
+)
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// logFields is the access log's "client_ip" object.
+type logFields struct {
+	peer    string
+	source  source
+	viaEdge bool
+}
+
+func (f logFields) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddString("peer", f.peer)
+	enc.AddString("source", f.source.String())
+	enc.AddBool("via_edge", f.viaEdge)
+	return nil
+}

@@ -1,0 +1,232 @@
+package clientip
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// seen is what the next handler observed.
+type seen struct {
+	called   bool
+	header   http.Header
+	clientIP any
+	trusted  any
+	repl     map[string]string
+}
+
+func serve(t *testing.T, h *Handler, remoteAddr string, header http.Header) (seen, error) {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodGet, "http://example.com/", nil)
+	r.RemoteAddr = remoteAddr
+	r.Header = header
+	w := httptest.NewRecorder()
+	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), w, nil)
+
+	var s seen
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		s.called = true
+		s.header = r.Header.Clone()
+		s.clientIP = caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey)
+		s.trusted = caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey)
+		repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+		s.repl = map[string]string{}
+		for _, key := range []string{"http.client_ip.peer", "http.client_ip.source", "http.client_ip.via_edge"} {
+			s.repl[key], _ = repl.GetString(key)
+		}
+		s.repl["client_ip"] = repl.ReplaceAll("{http.vars.client_ip}", "") // {client_ip} in a Caddyfile
+		return nil
+	})
+	err := h.ServeHTTP(w, r, next)
+	return s, err
+}
+
+func (s seen) checkPlaceholders(t *testing.T, peer, source, viaEdge, clientIP string) {
+	t.Helper()
+	want := map[string]string{"http.client_ip.peer": peer, "http.client_ip.source": source, "http.client_ip.via_edge": viaEdge, "client_ip": clientIP}
+	for k, v := range want {
+		if s.repl[k] != v {
+			t.Errorf("{%s} = %q, want %q", k, s.repl[k], v)
+		}
+	}
+}
+
+func TestServeThroughTheEdge(t *testing.T) {
+	h := provision(t, `{"trusted_proxies":["10.0.0.0/8"],"secret":{"header":"X-Edge-Secret","value":"abc"}}`)
+	s, err := serve(t, h, "10.0.0.1:4711", hdr(
+		"X-Forwarded-For", "6.6.6.6, 198.51.100.9",
+		"X-Forwarded-For", "203.0.113.7",
+		"X-Edge-Secret", "abc",
+		"CF-Connecting-IP", "203.0.113.7",
+	))
+	if err != nil || !s.called {
+		t.Fatalf("err %v, next called %v", err, s.called)
+	}
+	if s.clientIP != "203.0.113.7" || s.trusted != true {
+		t.Errorf("vars client_ip=%v trusted_proxy=%v, want 203.0.113.7 true", s.clientIP, s.trusted)
+	}
+	s.checkPlaceholders(t, "10.0.0.1", "xff", "true", "203.0.113.7")
+	if got := s.header.Values("X-Forwarded-For"); len(got) != 1 || got[0] != "203.0.113.7" {
+		t.Errorf("X-Forwarded-For %q, want [203.0.113.7]: what the edge did not vouch for is dropped", got)
+	}
+	if s.header.Get("X-Edge-Secret") != "" {
+		t.Errorf("the secret header went on")
+	}
+	if s.header.Get("CF-Connecting-IP") == "" {
+		t.Errorf("CF-Connecting-IP was stripped from a request that came through the edge")
+	}
+}
+
+func TestServeXFFTrimmedToTheVouchedPart(t *testing.T) {
+	h := provision(t, `{"trusted_proxies":["10.0.0.0/8"],"hops":3}`)
+	for _, tc := range []struct {
+		lines []string
+		want  []string
+	}{
+		{[]string{"6.6.6.6,203.0.113.7, 10.1.1.1,10.2.2.2"}, []string{"203.0.113.7, 10.1.1.1,10.2.2.2"}},
+		{[]string{"6.6.6.6", "  203.0.113.7", "10.1.1.1, 10.2.2.2"}, []string{"203.0.113.7", "10.1.1.1, 10.2.2.2"}},
+		{[]string{"203.0.113.7, 10.1.1.1", "10.2.2.2"}, []string{"203.0.113.7, 10.1.1.1", "10.2.2.2"}},
+	} {
+		header := http.Header{"X-Forwarded-For": tc.lines}
+		s, _ := serve(t, h, "10.0.0.1:1", header)
+		if got := s.header["X-Forwarded-For"]; !equal(got, tc.want) || s.clientIP != "203.0.113.7" {
+			t.Errorf("%q: X-Forwarded-For %q client %v, want %q 203.0.113.7", tc.lines, got, s.clientIP, tc.want)
+		}
+	}
+}
+
+func TestServeHeaderModeSetsXFFToClient(t *testing.T) {
+	h := provision(t, `{"trusted_proxies":["10.0.0.0/8"],"header":"CF-Connecting-IP"}`)
+	s, _ := serve(t, h, "10.0.0.1:1", hdr("CF-Connecting-IP", "[2001:db8::7]:1234", "X-Forwarded-For", "6.6.6.6, 7.7.7.7"))
+	if s.clientIP != "2001:db8::7" || s.repl["http.client_ip.source"] != "header" {
+		t.Errorf("client %v source %s", s.clientIP, s.repl["http.client_ip.source"])
+	}
+	if got := s.header["X-Forwarded-For"]; !equal(got, []string{"2001:db8::7"}) {
+		t.Errorf("X-Forwarded-For %q, want just the client", got)
+	}
+	s, _ = serve(t, h, "10.0.0.1:1", hdr("CF-Connecting-IP", "203.0.113.7"))
+	if got := s.header["X-Forwarded-For"]; !equal(got, []string{"203.0.113.7"}) {
+		t.Errorf("X-Forwarded-For %q, want just the client", got)
+	}
+}
+
+func TestServeNotThroughTheEdge(t *testing.T) {
+	h := provision(t, `{"trusted_proxies":["10.0.0.0/8"],"header":"X-Client","secret":{"header":"X-Edge-Secret","value":"abc"}}`)
+	header := hdr(
+		"X-Forwarded-For", "6.6.6.6",
+		"X-Edge-Secret", "wrong",
+		"X-Client", "6.6.6.6",
+		"X-Real-IP", "6.6.6.6",
+		"True-Client-IP", "6.6.6.6",
+		"CF-Connecting-IP", "6.6.6.6",
+		"Fastly-Client-IP", "6.6.6.6",
+		"Forwarded", "for=6.6.6.6",
+		"X-Other", "kept",
+	)
+	s, err := serve(t, h, "[::ffff:198.51.100.1]:4711", header)
+	if err != nil || !s.called {
+		t.Fatalf("err %v called %v", err, s.called)
+	}
+	if s.clientIP != "198.51.100.1" || s.trusted != false {
+		t.Errorf("vars client_ip=%v trusted_proxy=%v, want the peer and false", s.clientIP, s.trusted)
+	}
+	s.checkPlaceholders(t, "198.51.100.1", "peer", "false", "198.51.100.1")
+	for _, name := range []string{"X-Edge-Secret", "X-Client", "X-Real-IP", "True-Client-IP", "CF-Connecting-IP", "Fastly-Client-IP", "Forwarded"} {
+		if v := s.header.Get(name); v != "" {
+			t.Errorf("%s: %q reached the next handler", name, v)
+		}
+	}
+	// X-Forwarded-For is left to reverse_proxy, which starts afresh because
+	// trusted_proxy is false.
+	if s.header.Get("X-Forwarded-For") != "6.6.6.6" || s.header.Get("X-Other") != "kept" {
+		t.Errorf("unrelated headers changed: %v", s.header)
+	}
+}
+
+func TestServeReject(t *testing.T) {
+	for _, tc := range []struct {
+		config string
+		status int
+	}{
+		{`{"trusted_proxies":["10.0.0.0/8"],"untrusted":"reject"}`, 403},
+		{`{"trusted_proxies":["10.0.0.0/8"],"untrusted":"reject","reject_status":421}`, 421},
+	} {
+		h := provision(t, tc.config)
+		before := testutil.ToFloat64(metrics.untrusted.WithLabelValues("untrusted_hop", "reject"))
+		s, err := serve(t, h, "198.51.100.1:1", hdr("X-Forwarded-For", "10.0.0.1"))
+		var herr caddyhttp.HandlerError
+		if !errors.As(err, &herr) || herr.StatusCode != tc.status || s.called {
+			t.Errorf("%s: err %v (next called %v), want a %d handler error", tc.config, err, s.called, tc.status)
+		}
+		if after := testutil.ToFloat64(metrics.untrusted.WithLabelValues("untrusted_hop", "reject")); after != before+1 {
+			t.Errorf("untrusted_total{reason=untrusted_hop,action=reject} went %v -> %v", before, after)
+		}
+		if s, err := serve(t, h, "10.0.0.1:1", hdr("X-Forwarded-For", "203.0.113.7")); err != nil || !s.called {
+			t.Errorf("%s: a request through the edge was refused: %v", tc.config, err)
+		}
+	}
+}
+
+func TestServeObserveCounts(t *testing.T) {
+	h := provision(t, `{"trusted_proxies":["10.0.0.0/8"],"untrusted":"observe"}`)
+	count := func(reason string) float64 {
+		return testutil.ToFloat64(metrics.untrusted.WithLabelValues(reason, "observe"))
+	}
+	peer := testutil.ToFloat64(metrics.requests.WithLabelValues("peer"))
+	xff := testutil.ToFloat64(metrics.requests.WithLabelValues("xff"))
+	short, invalid := count("short_chain"), count("invalid_address")
+
+	for _, header := range []http.Header{hdr(), hdr("X-Forwarded-For", "garbage"), hdr("X-Forwarded-For", "203.0.113.7")} {
+		s, err := serve(t, h, "10.0.0.1:1", header)
+		if err != nil || !s.called {
+			t.Fatalf("observe refused a request: %v", err)
+		}
+	}
+	if d := count("short_chain") - short; d != 1 {
+		t.Errorf("short_chain counted %v times, want 1", d)
+	}
+	if d := count("invalid_address") - invalid; d != 1 {
+		t.Errorf("invalid_address counted %v times, want 1", d)
+	}
+	if d := testutil.ToFloat64(metrics.requests.WithLabelValues("peer")) - peer; d != 2 {
+		t.Errorf("requests_total{source=peer} +%v, want +2", d)
+	}
+	if d := testutil.ToFloat64(metrics.requests.WithLabelValues("xff")) - xff; d != 1 {
+		t.Errorf("requests_total{source=xff} +%v, want +1", d)
+	}
+}
+
+func TestMetricsSurviveAReload(t *testing.T) {
+	// Two configs, each with two handlers sharing its registry, must
+	// provision without a duplicate-registration error.
+	for range 2 {
+		ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
+		for range 2 {
+			h := &Handler{TrustedProxies: []string{"10.0.0.0/8"}}
+			if err := h.Provision(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := testutil.GatherAndCount(ctx.GetMetricsRegistry(), "caddy_client_ip_requests_total", "caddy_client_ip_untrusted_total"); err != nil || n == 0 {
+			t.Errorf("registry has %d client_ip series (%v)", n, err)
+		}
+		cancel()
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

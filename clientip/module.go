@@ -1,0 +1,235 @@
+// Package clientip implements the client_ip handler: it decides whether a
+// request really came through the operator's own edge (PoP, load balancer)
+// and, only then, believes the caller address the edge wrote in
+// X-Forwarded-For, an RFC 7239 Forwarded field or a single-value header.
+// Everything else gets the TCP peer, so no caller can choose its own address.
+package clientip
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"slices"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	"golang.org/x/net/http/httpguts"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+}
+
+// Untrusted actions.
+const (
+	UntrustedAllow   = "allow"
+	UntrustedObserve = "observe"
+	UntrustedReject  = "reject"
+)
+
+// defaultStrip are the headers a caller could use to claim an address, removed
+// from requests that did not come through the edge (plus the configured
+// `header`).
+var defaultStrip = []string{"X-Real-IP", "True-Client-IP", "CF-Connecting-IP", "Fastly-Client-IP", "Forwarded"}
+
+// Handler resolves the real client address of requests that came through a
+// trusted edge, sets Caddy's `client_ip` and `trusted_proxy` variables from
+// it, and strips client-address headers from requests that did not.
+//
+// Through the edge, X-Forwarded-For is trimmed to start at the client (in
+// header and Forwarded modes it becomes just the client), so reverse_proxy,
+// which appends the peer, sends upstream only what the edge vouched for.
+// Otherwise reverse_proxy starts it afresh, since trusted_proxy is false.
+type Handler struct {
+	// Addresses of the edge in front of Caddy: CIDRs, single IPs, or
+	// `private_ranges`. The last `hops` members of the chain (the TCP peer
+	// first) must all be in here.
+	TrustedProxies []string `json:"trusted_proxies,omitempty"`
+
+	// Number of trusted proxy layers in front of Caddy, 1..16. Default 1.
+	Hops *int `json:"hops,omitempty"`
+
+	// A single-value header the edge writes with the true caller (e.g.
+	// CF-Connecting-IP). Default: the X-Forwarded-For list.
+	Header string `json:"header,omitempty"`
+
+	// Read the RFC 7239 Forwarded field instead of X-Forwarded-For.
+	Forwarded bool `json:"forwarded,omitempty"`
+
+	// A shared secret the edge sends in a header to prove itself. The
+	// header never goes upstream.
+	Secret *Secret `json:"secret,omitempty"`
+
+	// What to do with requests that did not verifiably come through the
+	// edge: `allow` (default), `observe` (allow, count and log) or `reject`.
+	Untrusted string `json:"untrusted,omitempty"`
+
+	// Status for `untrusted: reject`, 4xx or 5xx. Default 403.
+	RejectStatus int `json:"reject_status,omitempty"`
+
+	// Headers removed from requests that did not come through the edge.
+	// Default: X-Real-IP, True-Client-IP, CF-Connecting-IP,
+	// Fastly-Client-IP and Forwarded. The configured `header` is always
+	// removed too.
+	Strip []string `json:"strip,omitempty"`
+
+	resolver resolver
+	strip    []string // canonical names
+	counters *counters
+	logger   *zap.Logger
+}
+
+// Secret is a header the edge sends with a shared value.
+type Secret struct {
+	// Header name, e.g. X-Edge-Secret.
+	Header string `json:"header,omitempty"`
+	// The value; placeholders such as {env.EDGE_SECRET} are expanded when
+	// the config loads.
+	Value string `json:"value,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.client_ip",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// Provision sets defaults and compiles the configuration.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	if h.Hops == nil {
+		one := 1
+		h.Hops = &one
+	}
+	if h.Untrusted == "" {
+		h.Untrusted = UntrustedAllow
+	}
+	if h.RejectStatus == 0 && h.Untrusted == UntrustedReject {
+		h.RejectStatus = http.StatusForbidden
+	}
+
+	rs := &h.resolver
+	rs.hops = *h.Hops
+	rs.source = sourceXFF
+	switch {
+	case h.Header != "":
+		rs.source = sourceHeader
+		rs.header = http.CanonicalHeaderKey(h.Header)
+	case h.Forwarded:
+		rs.source = sourceForwarded
+	}
+	if h.TrustedProxies != nil {
+		rs.trusted = []netip.Prefix{}
+		for _, expr := range h.TrustedProxies {
+			if expr == "private_ranges" {
+				for _, cidr := range caddyhttp.PrivateRangesCIDR() {
+					p, _ := caddyhttp.CIDRExpressionToPrefix(cidr)
+					rs.trusted = append(rs.trusted, unmapPrefix(p))
+				}
+				continue
+			}
+			p, err := caddyhttp.CIDRExpressionToPrefix(expr)
+			if err != nil {
+				return fmt.Errorf("client_ip: trusted_proxies: %v: give a CIDR (10.0.0.0/8), an IP or private_ranges", err)
+			}
+			rs.trusted = append(rs.trusted, unmapPrefix(p))
+		}
+	}
+	if h.Secret != nil {
+		rs.secretHeader = http.CanonicalHeaderKey(h.Secret.Header)
+		rs.secret = caddy.NewReplacer().ReplaceKnown(h.Secret.Value, "")
+	}
+
+	h.strip = h.strip[:0]
+	names := h.Strip
+	if len(names) == 0 {
+		names = defaultStrip
+	}
+	if rs.header != "" {
+		h.strip = append(h.strip, rs.header)
+	}
+	for _, name := range names {
+		if name := http.CanonicalHeaderKey(name); !slices.Contains(h.strip, name) {
+			h.strip = append(h.strip, name)
+		}
+	}
+
+	var err error
+	h.counters, err = newCounters(ctx.GetMetricsRegistry(), h.Untrusted)
+	return err
+}
+
+// Validate refuses configurations that could not verify the edge or that
+// make no sense.
+func (h *Handler) Validate() error {
+	if n := *h.Hops; n < 1 || n > maxHops {
+		return fmt.Errorf("client_ip: hops %d: must be 1..%d (number of proxy layers in front of Caddy)", n, maxHops)
+	}
+	if h.TrustedProxies == nil && h.Secret == nil {
+		return errors.New("client_ip: nothing verifies the edge: set trusted_proxies (the edge's addresses) and/or secret (a header the edge sends)")
+	}
+	if h.TrustedProxies != nil && len(h.resolver.trusted) == 0 {
+		return errors.New("client_ip: trusted_proxies is empty: list the edge's addresses or omit it and use secret")
+	}
+	if family, ok := coversEverything(h.resolver.trusted); ok {
+		return fmt.Errorf("client_ip: trusted_proxies covers every %s address, so any caller could pose as the edge: list only the edge's own ranges", family)
+	}
+	if h.Header != "" && h.Forwarded {
+		return errors.New("client_ip: header and forwarded are exclusive: read either a single-value header or the Forwarded field")
+	}
+	if h.Header != "" {
+		if err := validHeaderName("header", h.Header); err != nil {
+			return err
+		}
+		switch h.resolver.header {
+		case "X-Forwarded-For", "Forwarded":
+			return fmt.Errorf("client_ip: header %s is a list, not a single value: omit header for X-Forwarded-For, or use forwarded", h.Header)
+		}
+	}
+	if h.Secret != nil {
+		if err := validHeaderName("secret", h.Secret.Header); err != nil {
+			return err
+		}
+		if h.resolver.secret == "" {
+			return fmt.Errorf("client_ip: secret %s: value %q is empty after placeholder expansion: set the environment variable or give the value", h.Secret.Header, h.Secret.Value)
+		}
+	}
+	for _, name := range h.Strip {
+		if err := validHeaderName("strip", name); err != nil {
+			return err
+		}
+	}
+	switch h.Untrusted {
+	case UntrustedAllow, UntrustedObserve:
+		if h.RejectStatus != 0 {
+			return fmt.Errorf("client_ip: reject_status %d is set but untrusted is %s: use untrusted reject %d", h.RejectStatus, h.Untrusted, h.RejectStatus)
+		}
+	case UntrustedReject:
+		if h.RejectStatus < 400 || h.RejectStatus > 599 {
+			return fmt.Errorf("client_ip: untrusted reject %d: status must be 4xx or 5xx", h.RejectStatus)
+		}
+	default:
+		return fmt.Errorf("client_ip: untrusted %q: must be allow, observe or reject", h.Untrusted)
+	}
+	return nil
+}
+
+func validHeaderName(option, name string) error {
+	if !httpguts.ValidHeaderFieldName(name) {
+		return fmt.Errorf("client_ip: %s %q: not a valid header name", option, name)
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+	_ caddyfile.Unmarshaler       = (*Handler)(nil)
+)

@@ -1,0 +1,82 @@
+package clientip
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValidateRefuses(t *testing.T) {
+	t.Setenv("CLIENTIP_TEST_EMPTY", "")
+	for _, tc := range []struct{ config, want string }{
+		{`{"trusted_proxies":["10.0.0.0/8"],"hops":0}`, "hops 0: must be 1..16 (number of proxy layers in front of Caddy)"},
+		{`{"trusted_proxies":["10.0.0.0/8"],"hops":17}`, "hops 17: must be 1..16"},
+		{`{"trusted_proxies":["10.0.0.0/8"],"hops":-1}`, "hops -1: must be 1..16"},
+		{`{}`, "nothing verifies the edge: set trusted_proxies"},
+		{`{"hops":2}`, "nothing verifies the edge"},
+		{`{"trusted_proxies":[]}`, "trusted_proxies is empty"},
+		{`{"trusted_proxies":["0.0.0.0/0"]}`, "covers every IPv4 address"},
+		{`{"trusted_proxies":["10.0.0.0/8","::/0"]}`, "covers every IPv6 address"},
+		{`{"trusted_proxies":["0.0.0.0/1","128.0.0.0/2","192.0.0.0/2"]}`, "covers every IPv4 address"},
+		{`{"trusted_proxies":["::ffff:0.0.0.0/96"]}`, "covers every IPv4 address"},
+		{`{"trusted_proxies":["::/1","8000::/1"]}`, "covers every IPv6 address"},
+		{`{"trusted_proxies":["10.0.0.0/33"]}`, "trusted_proxies: parsing CIDR expression"},
+		{`{"trusted_proxies":["example.com"]}`, "trusted_proxies: invalid IP address"},
+		{`{"secret":{"header":"X-Edge-Secret","value":"{env.CLIENTIP_TEST_EMPTY}"}}`, `secret X-Edge-Secret: value "{env.CLIENTIP_TEST_EMPTY}" is empty after placeholder expansion`},
+		{`{"secret":{"header":"X-Edge-Secret","value":"{env.CLIENTIP_TEST_SURELY_UNSET}"}}`, "is empty after placeholder expansion: set the environment variable"},
+		{`{"secret":{"header":"X-Edge-Secret","value":""}}`, "is empty after placeholder expansion"},
+		{`{"secret":{"header":"X Edge","value":"v"}}`, `secret "X Edge": not a valid header name`},
+		{`{"trusted_proxies":["10.0.0.0/8"],"header":"Bad:Name"}`, `header "Bad:Name": not a valid header name`},
+		{`{"trusted_proxies":["10.0.0.0/8"],"header":"x-forwarded-for"}`, "is a list, not a single value"},
+		{`{"trusted_proxies":["10.0.0.0/8"],"header":"X-Real-IP","forwarded":true}`, "header and forwarded are exclusive"},
+		{`{"trusted_proxies":["10.0.0.0/8"],"strip":["ok","not ok"]}`, `strip "not ok": not a valid header name`},
+		{`{"trusted_proxies":["10.0.0.0/8"],"untrusted":"deny"}`, `untrusted "deny": must be allow, observe or reject`},
+		{`{"trusted_proxies":["10.0.0.0/8"],"untrusted":"reject","reject_status":302}`, "untrusted reject 302: status must be 4xx or 5xx"},
+		{`{"trusted_proxies":["10.0.0.0/8"],"untrusted":"reject","reject_status":600}`, "status must be 4xx or 5xx"},
+		{`{"trusted_proxies":["10.0.0.0/8"],"reject_status":403}`, "reject_status 403 is set but untrusted is allow"},
+	} {
+		_, err := tryProvision(tc.config)
+		if err == nil {
+			t.Errorf("%s: accepted, want an error containing %q", tc.config, tc.want)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), "client_ip: ") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s:\n got  %v\n want client_ip: ...%s...", tc.config, err, tc.want)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	h := provision(t, `{"trusted_proxies":["10.0.0.0/8"]}`)
+	if *h.Hops != 1 || h.Untrusted != UntrustedAllow || h.resolver.source != sourceXFF {
+		t.Errorf("defaults: hops %d untrusted %s source %s, want 1 allow xff", *h.Hops, h.Untrusted, h.resolver.source)
+	}
+	want := []string{"X-Real-Ip", "True-Client-Ip", "Cf-Connecting-Ip", "Fastly-Client-Ip", "Forwarded"}
+	if strings.Join(h.strip, ",") != strings.Join(want, ",") {
+		t.Errorf("strip %v, want %v", h.strip, want)
+	}
+
+	h = provision(t, `{"trusted_proxies":["10.0.0.0/8"],"untrusted":"reject"}`)
+	if h.RejectStatus != 403 {
+		t.Errorf("reject status %d, want 403", h.RejectStatus)
+	}
+
+	// The configured header is always stripped, and a given list replaces
+	// the default one.
+	h = provision(t, `{"trusted_proxies":["10.0.0.0/8"],"header":"x-client","strip":["X-Other","x-client"]}`)
+	if strings.Join(h.strip, ",") != "X-Client,X-Other" {
+		t.Errorf("strip %v, want [X-Client X-Other]", h.strip)
+	}
+}
+
+func TestAcceptsNearlyEverything(t *testing.T) {
+	// Big but not total ranges are the operator's call.
+	for _, config := range []string{
+		`{"trusted_proxies":["0.0.0.0/1","::/1"]}`,
+		`{"trusted_proxies":["0.0.0.0/1","128.0.0.0/2","192.0.0.0/3"]}`,
+		`{"trusted_proxies":["255.255.255.255","::"],"hops":16}`,
+	} {
+		if _, err := tryProvision(config); err != nil {
+			t.Errorf("%s: %v", config, err)
+		}
+	}
+}
