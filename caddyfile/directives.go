@@ -4,12 +4,15 @@
 package caddyfile
 
 import (
+	"github.com/caddy-edgekit/edgekit/ratelimit"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 func init() {
+	httpcaddyfile.RegisterHandlerDirective("throttle", parse[ratelimit.Handler])
+	httpcaddyfile.RegisterDirectiveOrder("throttle", httpcaddyfile.Before, "basic_auth")
 }
 
 // handlerModule is a middleware module that parses its own Caddyfile tokens.

@@ -1,0 +1,106 @@
+package ratelimit
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+)
+
+// ObservedVar is the request variable set, in observe mode, to the name of
+// the zone that would have rejected the request (for logs and matchers).
+const ObservedVar = "throttle_observed"
+
+// errUnavailable is what on_error deny answers while Redis cannot decide.
+var errUnavailable = errors.New("throttle: rate limit store unavailable")
+
+// ServeHTTP decides the request in every zone, then passes it on or
+// rejects it.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	var keys [maxZones]requestKey
+	var out [maxZones]outcome
+	n := len(h.zones)
+	for i, z := range h.zones {
+		keys[i] = z.key.key(r)
+	}
+	allowed, err := h.decide(r, keys[:n], out[:n])
+	if err != nil {
+		h.metrics.storeErrors.Inc()
+		if h.Store.Redis.OnError == "deny" {
+			h.logger.Warn("rate limit store failed; denying", zap.Error(err))
+			w.Header().Set("Retry-After", "1")
+			return caddyhttp.Error(http.StatusServiceUnavailable, errUnavailable)
+		}
+		h.logger.Warn("rate limit store failed; allowing", zap.Error(err))
+		return next.ServeHTTP(w, r)
+	}
+	if h.headers {
+		h.setHeaders(w.Header(), out[:n])
+	}
+	if allowed {
+		for _, z := range h.zones {
+			h.metrics.allowed[z.name].Inc()
+		}
+		return next.ServeHTTP(w, r)
+	}
+	// The first zone (in lock order) that said no names the rejection.
+	var by *zone
+	var wait int64
+	for i, z := range h.zones {
+		if !out[i].allowed {
+			if by == nil {
+				by = z
+			}
+			wait = max(wait, int64(z.limit.wait(out[i])))
+		}
+	}
+	if h.observe {
+		h.metrics.observed[by.name].Inc()
+		caddyhttp.SetVar(r.Context(), ObservedVar, by.name)
+		h.logger.Info("would reject (observe mode)",
+			zap.String("zone", by.name), zap.String("key", keys[h.index(by)].String()))
+		return next.ServeHTTP(w, r)
+	}
+	h.metrics.rejected[by.name].Inc()
+	w.Header().Set("Retry-After", strconv.FormatInt(max(1, ceilSeconds(time.Duration(wait))), 10))
+	return caddyhttp.Error(h.Status, by.reject)
+}
+
+func (h *Handler) index(z *zone) int {
+	for i := range h.zones {
+		if h.zones[i] == z {
+			return i
+		}
+	}
+	return 0
+}
+
+// decide asks the store about every zone at once.
+func (h *Handler) decide(r *http.Request, keys []requestKey, out []outcome) (bool, error) {
+	if h.redis != nil {
+		return h.redis.decide(r.Context(), h.zones, keys, out)
+	}
+	var hashes [maxZones]uint64
+	for i := range keys {
+		hashes[i] = keys[i].hash()
+	}
+	return decideMemory(h.zones, hashes[:len(keys)], h.now(), out), nil
+}
+
+// setHeaders writes RateLimit-Policy and RateLimit (draft-ietf-httpapi-
+// ratelimit-headers): one list member per zone.
+func (h *Handler) setHeaders(hdr http.Header, out []outcome) {
+	hdr["Ratelimit-Policy"] = []string{h.policyHeader}
+	var buf [256]byte
+	state := buf[:0]
+	for i, z := range h.zones {
+		if i > 0 {
+			state = append(state, ", "...)
+		}
+		state = appendState(state, z, out[i])
+	}
+	hdr["Ratelimit"] = []string{string(state)}
+}

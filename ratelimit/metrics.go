@@ -1,0 +1,82 @@
+package ratelimit
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Collectors are process-wide so counts survive reloads; each config's
+// registry gets them registered once.
+var throttleMetrics = struct {
+	once        sync.Once
+	requests    *prometheus.CounterVec
+	storeErrors prometheus.Counter
+	zones       *zoneCollector
+}{}
+
+// handlerMetrics are a handler's counters, resolved once per zone so the
+// request path does no label lookup.
+type handlerMetrics struct {
+	allowed, rejected, observed map[string]prometheus.Counter
+	storeErrors                 prometheus.Counter
+}
+
+func registerMetrics(reg *prometheus.Registry) *handlerMetrics {
+	m := &throttleMetrics
+	m.once.Do(func() {
+		m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "caddy", Subsystem: "throttle", Name: "requests_total",
+			Help: "Requests decided per zone: allowed, rejected (by this zone) or observed (observe mode let through what enforce would reject).",
+		}, []string{"zone", "decision"})
+		m.storeErrors = prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "caddy", Subsystem: "throttle", Name: "store_errors_total",
+			Help: "Decisions the store could not make (Redis error, timeout or open breaker); on_error applied.",
+		})
+		m.zones = &zoneCollector{}
+	})
+	for _, c := range []prometheus.Collector{m.requests, m.storeErrors, m.zones} {
+		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			panic(err)
+		}
+	}
+	return &handlerMetrics{
+		allowed:     map[string]prometheus.Counter{},
+		rejected:    map[string]prometheus.Counter{},
+		observed:    map[string]prometheus.Counter{},
+		storeErrors: m.storeErrors,
+	}
+}
+
+func (hm *handlerMetrics) addZone(name string) {
+	hm.allowed[name] = throttleMetrics.requests.WithLabelValues(name, "allowed")
+	hm.rejected[name] = throttleMetrics.requests.WithLabelValues(name, "rejected")
+	hm.observed[name] = throttleMetrics.requests.WithLabelValues(name, "observed")
+}
+
+// zoneCollector reports every memory zone's size at scrape time.
+type zoneCollector struct{}
+
+var (
+	keysDesc = prometheus.NewDesc("caddy_throttle_keys",
+		"Keys held by a memory zone.", []string{"zone"}, nil)
+	evictionsDesc = prometheus.NewDesc("caddy_throttle_evictions_total",
+		"Live keys a full memory zone dropped to admit new ones (expired keys are dropped first and not counted).", []string{"zone"}, nil)
+)
+
+func (*zoneCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- keysDesc
+	ch <- evictionsDesc
+}
+
+func (*zoneCollector) Collect(ch chan<- prometheus.Metric) {
+	zones.Range(func(k, v any) bool {
+		if t := v.(*zoneState).memory(); t != nil {
+			name := k.(string)
+			ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(t.len()), name)
+			ch <- prometheus.MustNewConstMetric(evictionsDesc, prometheus.CounterValue, float64(t.evictions.Load()), name)
+		}
+		return true
+	})
+}
