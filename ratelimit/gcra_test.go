@@ -162,7 +162,7 @@ func TestPrefixGrouping(t *testing.T) {
 	mustPass(h, "2001:db8:1:2:ffff::99", false) // same /64
 	mustPass(h, "2001:db8:1:3::1", true)        // next /64
 	mustPass(h, "192.0.2.1", true)
-	mustPass(h, "192.0.2.2", true)        // /32: another caller
+	mustPass(h, "192.0.2.2", true)         // /32: another caller
 	mustPass(h, "::ffff:192.0.2.1", false) // IPv4-mapped is the same caller
 	mustPass(h, "fe80::1%eth0", true)
 	mustPass(h, "fe80::2%eth1", false) // zones do not split a /64
