@@ -87,7 +87,20 @@ func (h *Handler) decide(r *http.Request, keys []requestKey, out []outcome) (boo
 	for i := range keys {
 		hashes[i] = keys[i].hash()
 	}
-	return decideMemory(h.zones, hashes[:len(keys)], h.now(), out), nil
+	return decideMemory(h.zones, hashes[:len(keys)], h.clock(r), out), nil
+}
+
+// clock is when the request arrived, on the memory store's clock. Caddy
+// already read the time when the request began; reusing it spares a clock
+// read, which costs more than the whole decision on some virtual machines.
+func (h *Handler) clock(r *http.Request) int64 {
+	if h.now != nil {
+		return h.now()
+	}
+	if t, ok := caddyhttp.GetVar(r.Context(), "start_time").(time.Time); ok {
+		return sinceStart(t)
+	}
+	return monotonicNow()
 }
 
 // setHeaders writes RateLimit-Policy and RateLimit (draft-ietf-httpapi-

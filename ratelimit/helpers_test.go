@@ -76,3 +76,7 @@ func serve(t testing.TB, h *Handler, clientIP string, hdr map[string]string) res
 	}
 	return res
 }
+
+func newContext() (caddy.Context, context.CancelFunc) {
+	return caddy.NewContext(caddy.Context{Context: context.Background()})
+}

@@ -69,8 +69,8 @@ func (t *memoryTable) len() int {
 // store records tat for h, first making room if the shard is full: expired
 // keys go first (forgetting them changes no decision); only if none has
 // expired is the live key nearest expiry, among a small sample, dropped.
-func (t *memoryTable) store(s *shard, h uint64, tat, now int64) {
-	if _, ok := s.m[h]; !ok {
+func (t *memoryTable) store(s *shard, h uint64, tat, now int64, exists bool) {
+	if !exists {
 		limit := int(t.perShard.Load())
 		if len(s.m) >= limit && now >= s.earliest && now >= s.nextSweep {
 			s.sweep(now)
@@ -122,18 +122,21 @@ func (s *shard) evictOne() {
 func decideMemory(zones []*zone, hashes []uint64, now int64, out []outcome) bool {
 	var shards [maxZones]*shard
 	var next [maxZones]int64
+	var exists [maxZones]bool
 	for i, z := range zones {
 		shards[i] = z.table.shard(hashes[i])
 		shards[i].mu.Lock()
 	}
 	ok := true
 	for i, z := range zones {
-		out[i], next[i] = z.limit.check(shards[i].m[hashes[i]], now)
+		var tat int64
+		tat, exists[i] = shards[i].m[hashes[i]]
+		out[i], next[i] = z.limit.check(tat, now)
 		ok = ok && out[i].allowed
 	}
 	if ok {
 		for i, z := range zones {
-			z.table.store(shards[i], hashes[i], next[i], now)
+			z.table.store(shards[i], hashes[i], next[i], now, exists[i])
 			out[i].after = next[i] - now
 		}
 	}

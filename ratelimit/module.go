@@ -43,7 +43,7 @@ type Handler struct {
 	zones   []*zone // sorted by seq: the memory store's lock order
 	redis   *redisBackend
 	owner   any
-	now     func() int64 // nanoseconds on a monotonic clock; tests inject
+	now     func() int64 // tests inject a clock; else the request's start time
 	logger  *zap.Logger
 	metrics *handlerMetrics
 	headers bool
@@ -79,7 +79,11 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 // every handler and config generation of this process.
 var processStart = time.Now()
 
-func monotonicNow() int64 { return int64(time.Since(processStart)) + 1 }
+func monotonicNow() int64 { return sinceStart(time.Now()) }
+
+// sinceStart is t on the memory store's clock: nanoseconds since the process
+// started, from the monotonic readings (never negative, never zero).
+func sinceStart(t time.Time) int64 { return max(1, int64(t.Sub(processStart))) }
 
 // Provision sets defaults, compiles each zone and attaches it to its shared
 // state.
@@ -113,9 +117,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.headers = h.Headers == nil || *h.Headers
 	h.observe = h.Mode == "observe"
-	if h.now == nil {
-		h.now = monotonicNow
-	}
 	if err := h.Validate(); err != nil {
 		return err
 	}
