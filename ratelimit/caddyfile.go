@@ -133,9 +133,14 @@ func (z *Zone) unmarshal(d *caddyfile.Dispenser) error {
 		case "burst":
 			z.Burst, err = strconv.ParseInt(val, 10, 64)
 		case "ipv4_prefix":
-			z.IPv4Prefix, err = strconv.Atoi(val)
+			// 0 would read as "unset" in JSON; refuse it here.
+			if z.IPv4Prefix, err = strconv.Atoi(val); err == nil && (z.IPv4Prefix < 1 || z.IPv4Prefix > 32) {
+				return d.Errf("zone %s: ipv4_prefix %d: must be 1..32", z.Name, z.IPv4Prefix)
+			}
 		case "ipv6_prefix":
-			z.IPv6Prefix, err = strconv.Atoi(val)
+			if z.IPv6Prefix, err = strconv.Atoi(val); err == nil && (z.IPv6Prefix < 1 || z.IPv6Prefix > 128) {
+				return d.Errf("zone %s: ipv6_prefix %d: must be 1..128", z.Name, z.IPv6Prefix)
+			}
 		default:
 			return d.Errf("zone %s: unknown option %q", z.Name, opt)
 		}
