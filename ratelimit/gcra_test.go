@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"math/rand/v2"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -252,5 +254,42 @@ func TestObserve(t *testing.T) {
 	c.ns += int64(time.Second)
 	if res := serve(t, h, "192.0.2.1", nil); res.vars[ObservedVar] != nil {
 		t.Error("a request enforce would allow was marked")
+	}
+}
+
+// TestConcurrentAllOrNothing: concurrent requests on a frozen clock across
+// two zones; exactly the budget passes, and rejected requests consume
+// nothing in the other zone.
+func TestConcurrentAllOrNothing(t *testing.T) {
+	c := &fakeClock{ns: int64(time.Hour)}
+	h := memoryHandler(t, c,
+		&Zone{Name: "conc-ip", Rate: "1/1h", Burst: 49},
+		&Zone{Name: "conc-user", Key: "{http.request.header.X-User}", Rate: "1/1h", Burst: 99},
+	)
+	alice := map[string]string{"X-User": "alice"}
+	var passed atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 100 {
+				if serve(t, h, "192.0.2.1", alice).passed {
+					passed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if passed.Load() != 50 {
+		t.Fatalf("%d of 800 concurrent requests passed, want 50", passed.Load())
+	}
+	// conc-user was charged exactly 50: 50 more from a fresh address pass.
+	n := 0
+	for range 60 {
+		if serve(t, h, "192.0.2.2", alice).passed {
+			n++
+		}
+	}
+	if n != 50 {
+		t.Fatalf("conc-user had %d left after 50 passed, want 50", n)
 	}
 }

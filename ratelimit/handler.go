@@ -29,12 +29,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	allowed, err := h.decide(r, keys[:n], out[:n])
 	if err != nil {
 		h.metrics.storeErrors.Inc()
+		// Real failures are few (the breaker opens after a handful); while
+		// it is open, every request would log the same line.
+		level := zap.WarnLevel
+		if errors.Is(err, errBreakerOpen) {
+			level = zap.DebugLevel
+		}
 		if h.Store.Redis.OnError == "deny" {
-			h.logger.Warn("rate limit store failed; denying", zap.Error(err))
+			h.logger.Log(level, "rate limit store failed; denying (on_error deny)", zap.Error(err))
 			w.Header().Set("Retry-After", "1")
 			return caddyhttp.Error(http.StatusServiceUnavailable, errUnavailable)
 		}
-		h.logger.Warn("rate limit store failed; allowing", zap.Error(err))
+		h.logger.Log(level, "rate limit store failed; allowing (on_error allow)", zap.Error(err))
 		return next.ServeHTTP(w, r)
 	}
 	if h.headers {
