@@ -6,15 +6,17 @@
 #   caddy throttle(redis)  + respond   (limit never hit, real redis-server)
 #   nginx return 200                   (peer baseline)
 #   nginx limit_req + return 200       (peer, limit never hit)
-# Each configuration is measured ROUNDS times, interleaved, and the median
-# requests/s is reported. Usage (from the repository root):
-#   integration/bench-throttle.sh [seconds per run, default 5] [rounds, default 3]
+# Each configuration is measured ROUNDS times, interleaved; the table shows
+# the median requests/s and, for each comparison, the median of the ratios
+# taken within a round (paired, so a machine whose load drifts between
+# rounds skews both sides alike). Usage (from the repository root):
+#   integration/bench-throttle.sh [seconds per run, default 3] [rounds, default 7]
 # Needs: go, wrk, nginx, redis-server. Not part of `go test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DURATION=${1:-5}
-ROUNDS=${2:-3}
+DURATION=${1:-3}
+ROUNDS=${2:-7}
 CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
 for bin in go wrk nginx redis-server; do
@@ -140,18 +142,24 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 
 median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-base=$(median "${results[0]}")
-nbase=$(median "${results[3]}")
-printf '\n%d rounds x %ss, wrk -t%s -c%s, %s cores\n' "$ROUNDS" "$DURATION" "$THREADS" "$CONNS" "$(nproc)"
-printf '%-24s %12s  %s\n' configuration "req/s (med)" "vs its baseline"
+# ratios A B: per-round A/B, space separated.
+ratios() {
+	paste <(tr ' ' '\n' <<<"${results[$1]}" | grep -v '^$') <(tr ' ' '\n' <<<"${results[$2]}" | grep -v '^$') |
+		awk '{printf "%s ", $1/$2}'
+}
+mem_vs_plain=$(median "$(ratios 1 0)")
+redis_vs_mem=$(median "$(ratios 2 1)")
+redis_vs_plain=$(median "$(ratios 2 0)")
+lr_vs_nginx=$(median "$(ratios 4 3)")
+printf '\n%d rounds x %ss, wrk -t%s -c%s, %s cores, load average %s\n' "$ROUNDS" "$DURATION" "$THREADS" "$CONNS" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-24s %12s  %s\n' configuration "req/s (med)" "median of per-round ratios"
 for i in "${!names[@]}"; do
-	m=$(median "${results[$i]}")
 	case $i in
 	0) rel="baseline" ;;
-	1) rel=$(awk -v a="$m" -v b="$base" 'BEGIN {printf "%.1f%% overhead vs caddy respond", (1-a/b)*100}') ;;
-	2) rel=$(awk -v a="$m" -v b="$base" -v mem="$(median "${results[1]}")" 'BEGIN {printf "%.2f x memory store; %.1f%% overhead vs respond", a/mem, (1-a/b)*100}') ;;
+	1) rel=$(awk -v r="$mem_vs_plain" 'BEGIN {printf "%.3f x caddy respond (overhead %.1f%%)", r, (1-r)*100}') ;;
+	2) rel=$(awk -v r="$redis_vs_mem" -v p="$redis_vs_plain" 'BEGIN {printf "%.3f x memory store (%.3f x caddy respond)", r, p}') ;;
 	3) rel="baseline (peer)" ;;
-	4) rel=$(awk -v a="$m" -v b="$nbase" 'BEGIN {printf "%.1f%% overhead vs nginx return", (1-a/b)*100}') ;;
+	4) rel=$(awk -v r="$lr_vs_nginx" 'BEGIN {printf "%.3f x nginx return (overhead %.1f%%)", r, (1-r)*100}') ;;
 	esac
-	printf '%-24s %12.0f  %s\n' "${names[$i]}" "$m" "$rel"
+	printf '%-24s %12.0f  %s\n' "${names[$i]}" "$(median "${results[$i]}")" "$rel"
 done

@@ -28,7 +28,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	allowed, err := h.decide(r, keys[:n], out[:n])
 	if err != nil {
-		h.metrics.storeErrors.Inc()
+		throttleMetrics.storeErrors.Inc()
 		// Real failures are few (the breaker opens after a handful); while
 		// it is open, every request would log the same line.
 		level := zap.WarnLevel
@@ -48,7 +48,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	if allowed {
 		for _, z := range h.zones {
-			h.metrics.allowed[z.name].Inc()
+			z.counters.allowed.Inc()
 		}
 		return next.ServeHTTP(w, r)
 	}
@@ -64,13 +64,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 	}
 	if h.observe {
-		h.metrics.observed[by.name].Inc()
+		by.counters.observed.Inc()
 		caddyhttp.SetVar(r.Context(), ObservedVar, by.name)
 		h.logger.Info("would reject (observe mode)",
 			zap.String("zone", by.name), zap.String("key", keys[h.index(by)].String()))
 		return next.ServeHTTP(w, r)
 	}
-	h.metrics.rejected[by.name].Inc()
+	by.counters.rejected.Inc()
 	w.Header().Set("Retry-After", strconv.FormatInt(max(1, ceilSeconds(time.Duration(wait))), 10))
 	return caddyhttp.Error(h.Status, by.reject)
 }

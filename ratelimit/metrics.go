@@ -16,14 +16,13 @@ var throttleMetrics = struct {
 	zones       *zoneCollector
 }{}
 
-// handlerMetrics are a handler's counters, resolved once per zone so the
+// zoneCounters are one zone's counters, resolved once at provision so the
 // request path does no label lookup.
-type handlerMetrics struct {
-	allowed, rejected, observed map[string]prometheus.Counter
-	storeErrors                 prometheus.Counter
+type zoneCounters struct {
+	allowed, rejected, observed prometheus.Counter
 }
 
-func registerMetrics(reg *prometheus.Registry) *handlerMetrics {
+func registerMetrics(reg *prometheus.Registry) {
 	m := &throttleMetrics
 	m.once.Do(func() {
 		m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -41,18 +40,14 @@ func registerMetrics(reg *prometheus.Registry) *handlerMetrics {
 			panic(err)
 		}
 	}
-	return &handlerMetrics{
-		allowed:     map[string]prometheus.Counter{},
-		rejected:    map[string]prometheus.Counter{},
-		observed:    map[string]prometheus.Counter{},
-		storeErrors: m.storeErrors,
-	}
 }
 
-func (hm *handlerMetrics) addZone(name string) {
-	hm.allowed[name] = throttleMetrics.requests.WithLabelValues(name, "allowed")
-	hm.rejected[name] = throttleMetrics.requests.WithLabelValues(name, "rejected")
-	hm.observed[name] = throttleMetrics.requests.WithLabelValues(name, "observed")
+func newZoneCounters(zone string) zoneCounters {
+	return zoneCounters{
+		allowed:  throttleMetrics.requests.WithLabelValues(zone, "allowed"),
+		rejected: throttleMetrics.requests.WithLabelValues(zone, "rejected"),
+		observed: throttleMetrics.requests.WithLabelValues(zone, "observed"),
+	}
 }
 
 // zoneCollector reports every memory zone's size at scrape time.

@@ -45,7 +45,6 @@ type Handler struct {
 	owner   any
 	now     func() int64 // tests inject a clock; else the request's start time
 	logger  *zap.Logger
-	metrics *handlerMetrics
 	headers bool
 	observe bool
 	// policyHeader is RateLimit-Policy, the same on every response.
@@ -126,7 +125,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	// The config generation: all modules of one config share a metrics
 	// registry, and each load gets a new one.
 	h.owner = ctx.GetMetricsRegistry()
-	h.metrics = registerMetrics(ctx.GetMetricsRegistry())
+	registerMetrics(ctx.GetMetricsRegistry())
 
 	maxKeys := 0
 	if h.Store.Type == "memory" {
@@ -142,7 +141,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if err := z.claim(h.owner, h.storeName(), maxKeys); err != nil {
 			return fmt.Errorf("throttle: %v", err)
 		}
-		h.metrics.addZone(z.name)
+		z.counters = newZoneCounters(z.name)
 	}
 	slices.SortFunc(h.zones, func(a, b *zone) int { return cmp.Compare(a.seq, b.seq) })
 	policies := make([]string, len(h.zones))

@@ -35,17 +35,18 @@ type Zone struct {
 // zone is a Zone compiled for one handler: its own limits, its key, and
 // the shared state found by name.
 type zone struct {
-	name   string
-	seq    uint64
-	key    keyTemplate
-	rate   rate
-	burst  int64
-	limit  limit
-	table  *memoryTable // memory store only
-	state  *zoneState
-	policy string // this zone's RateLimit-Policy item
-	quoted string // name as an sf-string
-	reject error
+	name     string
+	seq      uint64
+	key      keyTemplate
+	rate     rate
+	burst    int64
+	limit    limit
+	table    *memoryTable // memory store only
+	state    *zoneState
+	policy   string // this zone's RateLimit-Policy item
+	quoted   string // name as an sf-string
+	reject   error
+	counters zoneCounters
 }
 
 // zones holds every zone's shared state by name, across config reloads.
