@@ -52,36 +52,33 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		return next.ServeHTTP(w, r)
 	}
-	// The first zone (in lock order) that said no names the rejection.
-	var by *zone
-	var wait int64
+	// Every zone that said no is counted; the first (in lock order) names
+	// the rejection; the longest wait among them is when it would pass.
+	by := -1
+	var wait time.Duration
 	for i, z := range h.zones {
-		if !out[i].allowed {
-			if by == nil {
-				by = z
-			}
-			wait = max(wait, int64(z.limit.wait(out[i])))
+		if out[i].allowed {
+			continue
+		}
+		if by < 0 {
+			by = i
+		}
+		wait = max(wait, z.limit.wait(out[i]))
+		if h.observe {
+			z.counters.observed.Inc()
+		} else {
+			z.counters.rejected.Inc()
 		}
 	}
+	z := h.zones[by]
 	if h.observe {
-		by.counters.observed.Inc()
-		caddyhttp.SetVar(r.Context(), ObservedVar, by.name)
+		caddyhttp.SetVar(r.Context(), ObservedVar, z.name)
 		h.logger.Info("would reject (observe mode)",
-			zap.String("zone", by.name), zap.String("key", keys[h.index(by)].String()))
+			zap.String("zone", z.name), zap.Stringer("key", keys[by]))
 		return next.ServeHTTP(w, r)
 	}
-	by.counters.rejected.Inc()
-	w.Header().Set("Retry-After", strconv.FormatInt(max(1, ceilSeconds(time.Duration(wait))), 10))
-	return caddyhttp.Error(h.Status, by.reject)
-}
-
-func (h *Handler) index(z *zone) int {
-	for i := range h.zones {
-		if h.zones[i] == z {
-			return i
-		}
-	}
-	return 0
+	w.Header().Set("Retry-After", strconv.FormatInt(max(1, ceilSeconds(wait)), 10))
+	return caddyhttp.Error(h.Status, z.reject)
 }
 
 // decide asks the store about every zone at once.

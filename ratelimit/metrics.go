@@ -27,7 +27,7 @@ func registerMetrics(reg *prometheus.Registry) {
 	m.once.Do(func() {
 		m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "caddy", Subsystem: "throttle", Name: "requests_total",
-			Help: "Requests decided per zone: allowed, rejected (by this zone) or observed (observe mode let through what enforce would reject).",
+			Help: "Requests decided per zone: allowed (passed every zone), rejected (this zone said no), observed (this zone said no in observe mode, and the request went on).",
 		}, []string{"zone", "decision"})
 		m.storeErrors = prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "caddy", Subsystem: "throttle", Name: "store_errors_total",
