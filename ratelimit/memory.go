@@ -120,6 +120,9 @@ func (s *shard) evictOne() {
 // deadlock), every zone is checked, and only if all allow is any TAT
 // advanced. zones must be sorted by seq; out receives one outcome per zone.
 func decideMemory(zones []*zone, hashes []uint64, now int64, out []outcome) bool {
+	if len(zones) == 1 {
+		return decideOne(zones[0], hashes[0], now, &out[0])
+	}
 	var shards [maxZones]*shard
 	var next [maxZones]int64
 	var exists [maxZones]bool
@@ -144,4 +147,19 @@ func decideMemory(zones []*zone, hashes []uint64, now int64, out []outcome) bool
 		shards[i].mu.Unlock()
 	}
 	return ok
+}
+
+// decideOne is decideMemory for the common single zone.
+func decideOne(z *zone, h uint64, now int64, out *outcome) bool {
+	s := z.table.shard(h)
+	s.mu.Lock()
+	tat, exists := s.m[h]
+	o, next := z.limit.check(tat, now)
+	if o.allowed {
+		z.table.store(s, h, next, now, exists)
+		o.after = next - now
+	}
+	s.mu.Unlock()
+	*out = o
+	return o.allowed
 }

@@ -152,6 +152,7 @@ func TestValidateRefuses(t *testing.T) {
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s"}}, Store: &Store{Type: "redis", Redis: &RedisStore{Address: "127.0.0.1:1", OnError: "maybe"}}}, `throttle: store redis: on_error "maybe"`},
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s"}}, Mode: "dry"}, `throttle: mode "dry"`},
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s"}}, Status: 200}, `throttle: status 200`},
+		{Handler{Zones: nineZones()}, `throttle: 9 zones: at most 8 per handler`},
 	} {
 		ctx, cancel := newContext()
 		h := tc.h
@@ -245,4 +246,12 @@ func BenchmarkMemoryBytesPerKey(b *testing.B) {
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/keys, "bytes/key")
 		runtime.KeepAlive(z)
 	}
+}
+
+func nineZones() []*Zone {
+	zs := make([]*Zone, 9)
+	for i := range zs {
+		zs[i] = &Zone{Name: "z" + strconv.Itoa(i), Rate: "1/s"}
+	}
+	return zs
 }

@@ -11,7 +11,7 @@ import (
 
 // maxZones is how many zones one handler may check per request; the
 // decision keeps per-zone state in fixed arrays so it does not allocate.
-const maxZones = 16
+const maxZones = 8
 
 // Zone is one named limit. Zones are per Caddy process: handlers naming the
 // same zone share its keys, and a reload finds them again by name.
