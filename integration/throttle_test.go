@@ -231,6 +231,11 @@ func TestThrottleRedisTwoNodes(t *testing.T) {
 		}
 		store redis {
 			address ` + rs.addr() + `
+			# A timeout would let a request through (allow) or answer 503
+			# (deny) after Redis may have counted it: make it one that
+			# never fires, and deny so that it would show.
+			timeout 10s
+			on_error deny
 		}
 	}
 	respond "ok"

@@ -255,3 +255,41 @@ func nineZones() []*Zone {
 	}
 	return zs
 }
+
+// BenchmarkMemoryFlood floods a zone bounded at 200k keys with distinct
+// live keys (every one a new spoofed caller) and reports what the table
+// holds and the heap it uses: both stay at the bound however long the
+// flood, and ns/op is the cost of admitting a new key into a full table.
+func BenchmarkMemoryFlood(b *testing.B) {
+	const maxKeys = 200_000
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	z := tableZone("bench-flood", maxKeys, "1/1h", 0)
+	zs := []*zone{z}
+	var out [1]outcome
+	var h [1]uint64
+	now := monotonicNow()
+	i := uint64(0)
+	for range 3 * maxKeys { // fill first: the benchmark measures a full table
+		h[0] = i * 0x9E3779B97F4A7C15
+		decideMemory(zs, h[:], now, out[:])
+		i++
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		h[0] = i * 0x9E3779B97F4A7C15
+		decideMemory(zs, h[:], now, out[:])
+		i++
+	}
+	b.StopTimer()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if n := z.table.len(); n > maxKeys+shardCount {
+		b.Fatalf("table holds %d keys, bound %d", n, maxKeys)
+	}
+	b.ReportMetric(float64(z.table.len()), "keys")
+	b.ReportMetric(float64(i), "flood-keys")
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "heap-MB")
+	runtime.KeepAlive(z)
+}
