@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-edgekit/edgekit/clientip"
+	"github.com/caddy-edgekit/edgekit/ratelimit"
 	"github.com/caddy-edgekit/edgekit/substitute"
 )
 
@@ -17,6 +18,8 @@ func init() {
 	httpcaddyfile.RegisterDirectiveOrder("client_ip", httpcaddyfile.After, "tracing")
 	httpcaddyfile.RegisterHandlerDirective("substitute", parse[substitute.Handler])
 	httpcaddyfile.RegisterDirectiveOrder("substitute", httpcaddyfile.After, "encode")
+	httpcaddyfile.RegisterHandlerDirective("throttle", parse[ratelimit.Handler])
+	httpcaddyfile.RegisterDirectiveOrder("throttle", httpcaddyfile.Before, "basic_auth")
 }
 
 // handlerModule is a middleware module that parses its own Caddyfile tokens.

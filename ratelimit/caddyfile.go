@@ -1,0 +1,192 @@
+package ratelimit
+
+import (
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens:
+//
+//	throttle [<matcher>] {
+//	    zone <name> {
+//	        key <template>          # default {client_ip}
+//	        rate <n>/<duration>     # required, e.g. 100/1m, 10/s
+//	        burst <n>               # default 0
+//	        ipv4_prefix <bits>      # default 32
+//	        ipv6_prefix <bits>      # default 64
+//	    }
+//	    store memory [<max_keys>]
+//	    store redis {
+//	        address <host:port>
+//	        username <name>
+//	        password <password>
+//	        db <n>
+//	        key_prefix <prefix>     # default throttle:
+//	        timeout <duration>      # default 100ms
+//	        on_error allow|deny     # default allow
+//	    }
+//	    mode enforce|observe        # default enforce
+//	    status <code>               # default 429
+//	    headers on|off              # default on
+//	}
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "zone":
+			z := &Zone{}
+			if !d.Args(&z.Name) {
+				return d.ArgErr()
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			if err := z.unmarshal(d); err != nil {
+				return err
+			}
+			h.Zones = append(h.Zones, z)
+		case "store":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			h.Store = &Store{Type: d.Val()}
+			switch h.Store.Type {
+			case "memory":
+				if d.NextArg() {
+					n, err := strconv.Atoi(d.Val())
+					if err != nil || n < 1 {
+						return d.Errf("store memory %s: max_keys must be a positive whole number", d.Val())
+					}
+					h.Store.MaxKeys = n
+				}
+				if d.NextArg() {
+					return d.ArgErr()
+				}
+			case "redis":
+				if d.NextArg() {
+					return d.ArgErr()
+				}
+				h.Store.Redis = &RedisStore{}
+				if err := h.Store.Redis.unmarshal(d); err != nil {
+					return err
+				}
+			default:
+				return d.Errf("unknown store %q: use memory or redis", h.Store.Type)
+			}
+		case "mode":
+			if !d.Args(&h.Mode) || d.NextArg() {
+				return d.ArgErr()
+			}
+			if h.Mode != "enforce" && h.Mode != "observe" {
+				return d.Errf("mode %q: must be enforce or observe", h.Mode)
+			}
+		case "status":
+			var s string
+			if !d.Args(&s) || d.NextArg() {
+				return d.ArgErr()
+			}
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				return d.Errf("status %q: must be a number such as 429", s)
+			}
+			h.Status = n
+		case "headers":
+			var s string
+			if !d.Args(&s) || d.NextArg() {
+				return d.ArgErr()
+			}
+			switch s {
+			case "on":
+				h.Headers = new(bool)
+				*h.Headers = true
+			case "off":
+				h.Headers = new(bool)
+			default:
+				return d.Errf("headers %q: must be on or off", s)
+			}
+		default:
+			return d.Errf("unknown throttle option %q", d.Val())
+		}
+	}
+	return nil
+}
+
+func (z *Zone) unmarshal(d *caddyfile.Dispenser) error {
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		var val string
+		if !d.Args(&val) || d.NextArg() {
+			return d.ArgErr()
+		}
+		var err error
+		switch opt {
+		case "key":
+			z.Key = val
+		case "rate":
+			z.Rate = val
+			_, err = parseRate(val)
+		case "burst":
+			z.Burst, err = strconv.ParseInt(val, 10, 64)
+		case "ipv4_prefix":
+			// 0 would read as "unset" in JSON; refuse it here.
+			if z.IPv4Prefix, err = strconv.Atoi(val); err == nil && (z.IPv4Prefix < 1 || z.IPv4Prefix > 32) {
+				return d.Errf("zone %s: ipv4_prefix %d: must be 1..32", z.Name, z.IPv4Prefix)
+			}
+		case "ipv6_prefix":
+			if z.IPv6Prefix, err = strconv.Atoi(val); err == nil && (z.IPv6Prefix < 1 || z.IPv6Prefix > 128) {
+				return d.Errf("zone %s: ipv6_prefix %d: must be 1..128", z.Name, z.IPv6Prefix)
+			}
+		default:
+			return d.Errf("zone %s: unknown option %q", z.Name, opt)
+		}
+		if err != nil {
+			return d.Errf("zone %s: %s %s: %v", z.Name, opt, val, err)
+		}
+	}
+	return nil
+}
+
+func (r *RedisStore) unmarshal(d *caddyfile.Dispenser) error {
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		var val string
+		if !d.Args(&val) || d.NextArg() {
+			return d.ArgErr()
+		}
+		switch opt {
+		case "address":
+			r.Address = val
+		case "username":
+			r.Username = val
+		case "password":
+			r.Password = val
+		case "db":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 0 {
+				return d.Errf("store redis: db %q: must be a database number, 0 or more", val)
+			}
+			r.DB = n
+		case "key_prefix":
+			r.KeyPrefix = val
+		case "timeout":
+			t, err := caddy.ParseDuration(val)
+			if err != nil || t <= 0 {
+				return d.Errf("store redis: timeout %q: must be a positive duration such as 100ms", val)
+			}
+			r.Timeout = caddy.Duration(t)
+		case "on_error":
+			if val != "allow" && val != "deny" {
+				return d.Errf("store redis: on_error %q: must be allow or deny", val)
+			}
+			r.OnError = val
+		default:
+			return d.Errf("store redis: unknown option %q", opt)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package ratelimit
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// FuzzParseRate: any accepted rate is positive, at most one request per
+// microsecond, formats back to itself, and gives GCRA parameters and a
+// RateLimit-Policy that make sense.
+func FuzzParseRate(f *testing.F) {
+	for _, s := range []string{"100/1m", "10/s", "5/500ms", "1000/1d", "1/h", "3/1h30m", "0/s", "-1/s", "1/0s", "1/", "/s", "10", "1e3/s", "1000000/1s", "99999999999999999999/s", "1/-5s", "1/1ns"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := parseRate(s)
+		if err != nil {
+			if r != (rate{}) {
+				t.Fatalf("%q: error %v with a value %+v", s, err, r)
+			}
+			return
+		}
+		if r.n < 1 || r.n > maxRequests || r.period <= 0 {
+			t.Fatalf("%q accepted as %+v", s, r)
+		}
+		if iv := r.interval(); iv < int64(time.Microsecond) {
+			t.Fatalf("%q: interval %dns below 1µs", s, iv)
+		}
+		again, err := parseRate(r.String())
+		if err != nil || again != r {
+			t.Fatalf("%q -> %q -> %+v, %v", s, r.String(), again, err)
+		}
+		q, w := r.policyWindow()
+		if w < 1 || q < 0 || time.Duration(w)*time.Second < r.period {
+			t.Fatalf("%q: policy q=%d w=%d", s, q, w)
+		}
+	})
+}
+
+// FuzzParseKeyTemplate: an accepted template has balanced, non-empty
+// placeholders; expanding it never panics; a rejected one says why.
+func FuzzParseKeyTemplate(f *testing.F) {
+	for _, s := range []string{"{client_ip}", "{http.vars.client_ip}", "{http.request.header.X-Api-Key}", "{client_ip}-{http.request.host}", "static", `\{literal\}`, "{", "}", "{}", "{{a}}", "{a", "a}", "", " ", `{a\}b}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k, err := parseKeyTemplate(s)
+		if err != nil {
+			if !strings.Contains(err.Error(), "key") {
+				t.Fatalf("%q: error does not say it is about the key: %v", s, err)
+			}
+			return
+		}
+		depth := 0
+		for i := 0; i < len(s); i++ {
+			switch s[i] {
+			case '\\':
+				i++
+			case '{':
+				depth++
+			case '}':
+				depth--
+			}
+			if depth < 0 || depth > 1 {
+				t.Fatalf("%q accepted with unbalanced braces", s)
+			}
+		}
+		if depth != 0 {
+			t.Fatalf("%q accepted with an unclosed placeholder", s)
+		}
+		k.v4bits, k.v6bits = 32, 64
+		rk := k.fromString(s)
+		if rk.isAddr == (rk.text != "") && s != "" {
+			t.Fatalf("%q: key is both or neither address and text: %+v", s, rk)
+		}
+		_ = rk.hash()
+		if name := rk.redisName(); len(name) > maxRedisKeyLen+1 && !strings.HasPrefix(name, "#") {
+			t.Fatalf("%q: Redis key name of %d bytes", s, len(name))
+		}
+	})
+}

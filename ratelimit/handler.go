@@ -1,0 +1,122 @@
+package ratelimit
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+)
+
+// ObservedVar is the request variable set, in observe mode, to the name of
+// the zone that would have rejected the request (for logs and matchers).
+const ObservedVar = "throttle_observed"
+
+// errUnavailable is what on_error deny answers while Redis cannot decide.
+var errUnavailable = errors.New("throttle: rate limit store unavailable")
+
+// ServeHTTP decides the request in every zone, then passes it on or
+// rejects it.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	var keys [maxZones]requestKey
+	var out [maxZones]outcome
+	n := len(h.zones)
+	for i, z := range h.zones {
+		keys[i] = z.key.key(r)
+	}
+	allowed, err := h.decide(r, keys[:n], out[:n])
+	if err != nil {
+		throttleMetrics.storeErrors.Inc()
+		// Real failures are few (the breaker opens after a handful); while
+		// it is open, every request would log the same line.
+		level := zap.WarnLevel
+		if errors.Is(err, errBreakerOpen) {
+			level = zap.DebugLevel
+		}
+		if h.Store.Redis.OnError == "deny" {
+			h.logger.Log(level, "rate limit store failed; denying (on_error deny)", zap.Error(err))
+			w.Header().Set("Retry-After", "1")
+			return caddyhttp.Error(http.StatusServiceUnavailable, errUnavailable)
+		}
+		h.logger.Log(level, "rate limit store failed; allowing (on_error allow)", zap.Error(err))
+		return next.ServeHTTP(w, r)
+	}
+	if h.headers {
+		h.setHeaders(w.Header(), out[:n])
+	}
+	if allowed {
+		for _, z := range h.zones {
+			z.counters.allowed.Inc()
+		}
+		return next.ServeHTTP(w, r)
+	}
+	// Every zone that said no is counted; the first (in lock order) names
+	// the rejection; the longest wait among them is when it would pass.
+	by := -1
+	var wait time.Duration
+	for i, z := range h.zones {
+		if out[i].allowed {
+			continue
+		}
+		if by < 0 {
+			by = i
+		}
+		wait = max(wait, z.limit.wait(out[i]))
+		if h.observe {
+			z.counters.observed.Inc()
+		} else {
+			z.counters.rejected.Inc()
+		}
+	}
+	z := h.zones[by]
+	if h.observe {
+		caddyhttp.SetVar(r.Context(), ObservedVar, z.name)
+		h.logger.Info("would reject (observe mode)",
+			zap.String("zone", z.name), zap.Stringer("key", keys[by]))
+		return next.ServeHTTP(w, r)
+	}
+	w.Header().Set("Retry-After", strconv.FormatInt(max(1, ceilSeconds(wait)), 10))
+	return caddyhttp.Error(h.Status, z.reject)
+}
+
+// decide asks the store about every zone at once.
+func (h *Handler) decide(r *http.Request, keys []requestKey, out []outcome) (bool, error) {
+	if h.redis != nil {
+		return h.redis.decide(r.Context(), h.zones, keys, out)
+	}
+	var hashes [maxZones]uint64
+	for i := range keys {
+		hashes[i] = keys[i].hash()
+	}
+	return decideMemory(h.zones, hashes[:len(keys)], h.clock(r), out), nil
+}
+
+// clock is when the request arrived, on the memory store's clock. Caddy
+// already read the time when the request began; reusing it spares a clock
+// read, which costs more than the whole decision on some virtual machines.
+func (h *Handler) clock(r *http.Request) int64 {
+	if h.now != nil {
+		return h.now()
+	}
+	if t, ok := caddyhttp.GetVar(r.Context(), "start_time").(time.Time); ok {
+		return sinceStart(t)
+	}
+	return monotonicNow()
+}
+
+// setHeaders writes RateLimit-Policy and RateLimit (draft-ietf-httpapi-
+// ratelimit-headers): one list member per zone.
+func (h *Handler) setHeaders(hdr http.Header, out []outcome) {
+	hdr["Ratelimit-Policy"] = []string{h.policyHeader}
+	var buf [256]byte
+	state := buf[:0]
+	for i, z := range h.zones {
+		if i > 0 {
+			state = append(state, ", "...)
+		}
+		state = appendState(state, z, out[i])
+	}
+	hdr["Ratelimit"] = []string{string(state)}
+}

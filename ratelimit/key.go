@@ -1,0 +1,146 @@
+package ratelimit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash/maphash"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// defaultKey is the caller as client_ip resolved it.
+const defaultKey = "{http.vars.client_ip}"
+
+// keyTemplate turns a request into a zone key.
+type keyTemplate struct {
+	template string
+	// clientIP is the fast path for the default key: read the client_ip
+	// variable directly, no placeholder expansion, no allocation.
+	clientIP bool
+	v4bits   int
+	v6bits   int
+}
+
+// parseKeyTemplate checks that every placeholder in s is well formed: each
+// `{` is closed by a `}` before the next `{`, names are non-empty, and a
+// backslash escapes the next brace.
+func parseKeyTemplate(s string) (keyTemplate, error) {
+	if strings.TrimSpace(s) == "" {
+		return keyTemplate{}, fmt.Errorf("key is empty: use a placeholder such as {client_ip} or {http.request.header.X-Api-Key}")
+	}
+	open := -1
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '{':
+			if open >= 0 {
+				return keyTemplate{}, fmt.Errorf("key %q: placeholder at %d is not closed before the next {", s, open)
+			}
+			open = i
+		case '}':
+			if open < 0 {
+				return keyTemplate{}, fmt.Errorf("key %q: } at %d closes nothing", s, i)
+			}
+			if i == open+1 {
+				return keyTemplate{}, fmt.Errorf("key %q: empty placeholder {} at %d", s, open)
+			}
+			open = -1
+		}
+	}
+	if open >= 0 {
+		return keyTemplate{}, fmt.Errorf("key %q: placeholder at %d is not closed", s, open)
+	}
+	return keyTemplate{
+		template: s,
+		clientIP: s == defaultKey || s == "{client_ip}",
+	}, nil
+}
+
+// requestKey is one zone's key for one request: an address (already cut to
+// its prefix) when the key is an IP, else the expanded template.
+type requestKey struct {
+	addr   netip.Prefix
+	isAddr bool
+	text   string
+}
+
+// key expands the template for r. An expanded key that is an IP address is
+// grouped by its prefix, so 2001:db8:1:2::a and ::b are one caller.
+func (k *keyTemplate) key(r *http.Request) requestKey {
+	var s string
+	if k.clientIP {
+		s, _ = caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
+		if s == "" {
+			s, _, _ = net.SplitHostPort(r.RemoteAddr)
+		}
+	} else {
+		repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+		if repl == nil {
+			repl = caddy.NewReplacer()
+		}
+		s = repl.ReplaceAll(k.template, "")
+	}
+	return k.fromString(s)
+}
+
+func (k *keyTemplate) fromString(s string) requestKey {
+	if a, err := netip.ParseAddr(s); err == nil {
+		a = a.Unmap().WithZone("")
+		bits := k.v6bits
+		if a.Is4() {
+			bits = k.v4bits
+		}
+		if p, err := a.Prefix(bits); err == nil {
+			return requestKey{addr: p, isAddr: true}
+		}
+	}
+	return requestKey{text: s}
+}
+
+// hashSeed is per process: keys are hashed for the memory store, and a
+// seed nobody outside knows keeps crafted keys from colliding on purpose.
+var hashSeed = maphash.MakeSeed()
+
+// hash is the memory store's 64-bit key.
+func (rk requestKey) hash() uint64 {
+	if rk.isAddr {
+		a := rk.addr.Addr().As16()
+		var b [17]byte
+		copy(b[:], a[:])
+		b[16] = byte(rk.addr.Bits())
+		return maphash.Bytes(hashSeed, b[:])
+	}
+	return maphash.String(hashSeed, rk.text)
+}
+
+// maxRedisKeyLen caps key text stored in Redis; longer keys are hashed so a
+// huge header cannot make a huge Redis key.
+const maxRedisKeyLen = 128
+
+// redisName is the key's name inside a zone in Redis.
+func (rk requestKey) redisName() string {
+	if rk.isAddr {
+		return rk.addr.Addr().String() + "/" + strconv.Itoa(rk.addr.Bits())
+	}
+	if len(rk.text) > maxRedisKeyLen {
+		sum := sha256.Sum256([]byte(rk.text))
+		return "#" + hex.EncodeToString(sum[:])
+	}
+	return "=" + rk.text
+}
+
+// String is the key as logs show it.
+func (rk requestKey) String() string {
+	if rk.isAddr {
+		return rk.addr.String()
+	}
+	return rk.text
+}

@@ -1,0 +1,77 @@
+package ratelimit
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Collectors are process-wide so counts survive reloads; each config's
+// registry gets them registered once.
+var throttleMetrics = struct {
+	once        sync.Once
+	requests    *prometheus.CounterVec
+	storeErrors prometheus.Counter
+	zones       *zoneCollector
+}{}
+
+// zoneCounters are one zone's counters, resolved once at provision so the
+// request path does no label lookup.
+type zoneCounters struct {
+	allowed, rejected, observed prometheus.Counter
+}
+
+func registerMetrics(reg *prometheus.Registry) {
+	m := &throttleMetrics
+	m.once.Do(func() {
+		m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "caddy", Subsystem: "throttle", Name: "requests_total",
+			Help: "Requests decided per zone: allowed (passed every zone), rejected (this zone said no), observed (this zone said no in observe mode, and the request went on).",
+		}, []string{"zone", "decision"})
+		m.storeErrors = prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "caddy", Subsystem: "throttle", Name: "store_errors_total",
+			Help: "Decisions the store could not make (Redis error, timeout or open breaker); on_error applied.",
+		})
+		m.zones = &zoneCollector{}
+	})
+	for _, c := range []prometheus.Collector{m.requests, m.storeErrors, m.zones} {
+		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			panic(err)
+		}
+	}
+}
+
+func newZoneCounters(zone string) zoneCounters {
+	return zoneCounters{
+		allowed:  throttleMetrics.requests.WithLabelValues(zone, "allowed"),
+		rejected: throttleMetrics.requests.WithLabelValues(zone, "rejected"),
+		observed: throttleMetrics.requests.WithLabelValues(zone, "observed"),
+	}
+}
+
+// zoneCollector reports every memory zone's size at scrape time.
+type zoneCollector struct{}
+
+var (
+	keysDesc = prometheus.NewDesc("caddy_throttle_keys",
+		"Keys held by a memory zone.", []string{"zone"}, nil)
+	evictionsDesc = prometheus.NewDesc("caddy_throttle_evictions_total",
+		"Live keys a full memory zone dropped to admit new ones (expired keys are dropped first and not counted).", []string{"zone"}, nil)
+)
+
+func (*zoneCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- keysDesc
+	ch <- evictionsDesc
+}
+
+func (*zoneCollector) Collect(ch chan<- prometheus.Metric) {
+	zones.Range(func(k, v any) bool {
+		if t := v.(*zoneState).memory(); t != nil {
+			name := k.(string)
+			ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(t.len()), name)
+			ch <- prometheus.MustNewConstMetric(evictionsDesc, prometheus.CounterValue, float64(t.evictions.Load()), name)
+		}
+		return true
+	})
+}

@@ -1,0 +1,275 @@
+// Package ratelimit is the throttle handler: per-caller rate limiting with
+// GCRA, in named zones shared across sites and reloads, kept in process
+// memory or in Redis shared by a fleet of Caddy nodes.
+package ratelimit
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+}
+
+// Handler limits how often each caller may make requests. Every zone is
+// checked; a request passes only if all of them allow it, and one rejected
+// by any zone consumes nothing in any zone. A rejection returns an HTTP
+// error (429 by default) with Retry-After, so `handle_errors` applies.
+type Handler struct {
+	// Zones to check, each with its own key, rate and burst.
+	Zones []*Zone `json:"zones,omitempty"`
+	// Store holds the zones' state; default memory.
+	Store *Store `json:"store,omitempty"`
+	// Mode is `enforce` (default) or `observe`: observe never rejects but
+	// counts, logs and marks (variable `throttle_observed`) what enforce
+	// would have rejected.
+	Mode string `json:"mode,omitempty"`
+	// Status of a rejection; default 429.
+	Status int `json:"status,omitempty"`
+	// Headers adds RateLimit-Policy and RateLimit to every response; default
+	// true.
+	Headers *bool `json:"headers,omitempty"`
+
+	zones   []*zone // sorted by seq: the memory store's lock order
+	redis   *redisBackend
+	owner   any
+	now     func() int64 // tests inject a clock; else the request's start time
+	logger  *zap.Logger
+	headers bool
+	observe bool
+	// policyHeader is RateLimit-Policy, the same on every response.
+	policyHeader string
+}
+
+// Store selects where zone state lives.
+type Store struct {
+	// Type is `memory` (default) or `redis`.
+	Type string `json:"type,omitempty"`
+	// MaxKeys bounds each memory zone; default 1,000,000.
+	MaxKeys int `json:"max_keys,omitempty"`
+	// Redis configures the redis store.
+	Redis *RedisStore `json:"redis,omitempty"`
+}
+
+const (
+	defaultMaxKeys = 1_000_000
+	defaultTimeout = 100 * time.Millisecond
+)
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.throttle",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// processStart anchors the memory store's clock, which must agree across
+// every handler and config generation of this process.
+var processStart = time.Now()
+
+func monotonicNow() int64 { return sinceStart(time.Now()) }
+
+// sinceStart is t on the memory store's clock: nanoseconds since the process
+// started, from the monotonic readings (never negative, never zero).
+func sinceStart(t time.Time) int64 { return max(1, int64(t.Sub(processStart))) }
+
+// Provision sets defaults, compiles each zone and attaches it to its shared
+// state.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	if h.Store == nil {
+		h.Store = &Store{}
+	}
+	if h.Store.Type == "" {
+		h.Store.Type = "memory"
+	}
+	if h.Store.Type == "memory" && h.Store.MaxKeys == 0 {
+		h.Store.MaxKeys = defaultMaxKeys
+	}
+	if r := h.Store.Redis; r != nil {
+		if r.KeyPrefix == "" {
+			r.KeyPrefix = "throttle:"
+		}
+		if r.Timeout == 0 {
+			r.Timeout = caddy.Duration(defaultTimeout)
+		}
+		if r.OnError == "" {
+			r.OnError = "allow"
+		}
+	}
+	if h.Mode == "" {
+		h.Mode = "enforce"
+	}
+	if h.Status == 0 {
+		h.Status = 429
+	}
+	h.headers = h.Headers == nil || *h.Headers
+	h.observe = h.Mode == "observe"
+	if err := h.Validate(); err != nil {
+		return err
+	}
+	if err := h.compileZones(); err != nil {
+		return err
+	}
+	// The config generation: all modules of one config share a metrics
+	// registry, and each load gets a new one.
+	h.owner = ctx.GetMetricsRegistry()
+	registerMetrics(ctx.GetMetricsRegistry())
+
+	maxKeys := 0
+	if h.Store.Type == "memory" {
+		maxKeys = h.Store.MaxKeys
+	} else {
+		b, err := newRedisBackend(h.Store.Redis)
+		if err != nil {
+			return fmt.Errorf("throttle: redis store: %v", err)
+		}
+		h.redis = b
+	}
+	for _, z := range h.zones {
+		if err := z.claim(h.owner, h.storeName(), maxKeys); err != nil {
+			return fmt.Errorf("throttle: %v", err)
+		}
+		z.counters = newZoneCounters(z.name)
+	}
+	slices.SortFunc(h.zones, func(a, b *zone) int { return cmp.Compare(a.seq, b.seq) })
+	policies := make([]string, len(h.zones))
+	for i, z := range h.zones {
+		policies[i] = z.policy
+	}
+	h.policyHeader = strings.Join(policies, ", ")
+	return nil
+}
+
+func (h *Handler) storeName() string {
+	if h.Store.Type == "redis" {
+		return "redis " + h.Store.Redis.Address
+	}
+	return "memory"
+}
+
+// Validate refuses a handler that makes no sense.
+func (h *Handler) Validate() error {
+	if len(h.Zones) == 0 {
+		return fmt.Errorf("throttle: no zone: add `zone <name> { rate <n>/<duration> }`")
+	}
+	if len(h.Zones) > maxZones {
+		return fmt.Errorf("throttle: %d zones: at most %d per handler", len(h.Zones), maxZones)
+	}
+	switch h.Store.Type {
+	case "memory":
+		if h.Store.MaxKeys < 1 {
+			return fmt.Errorf("throttle: store memory %d: max_keys must be at least 1", h.Store.MaxKeys)
+		}
+		if h.Store.Redis != nil {
+			return fmt.Errorf("throttle: store memory has redis settings: set type redis or remove them")
+		}
+	case "redis":
+		r := h.Store.Redis
+		if r == nil || r.Address == "" {
+			return fmt.Errorf("throttle: store redis: address is required (host:port)")
+		}
+		if r.Timeout < 0 {
+			return fmt.Errorf("throttle: store redis: timeout %s must be positive", time.Duration(r.Timeout))
+		}
+		if r.OnError != "allow" && r.OnError != "deny" {
+			return fmt.Errorf("throttle: store redis: on_error %q: must be allow or deny", r.OnError)
+		}
+	default:
+		return fmt.Errorf("throttle: unknown store %q: use memory or redis", h.Store.Type)
+	}
+	if h.Mode != "enforce" && h.Mode != "observe" {
+		return fmt.Errorf("throttle: mode %q: must be enforce or observe", h.Mode)
+	}
+	if h.Status < 400 || h.Status > 599 {
+		return fmt.Errorf("throttle: status %d: must be an HTTP error status, 400..599", h.Status)
+	}
+	return nil
+}
+
+// compileZones checks and compiles every zone.
+func (h *Handler) compileZones() error {
+	seen := make(map[string]bool)
+	h.zones = h.zones[:0]
+	for _, zc := range h.Zones {
+		z, err := compileZone(zc)
+		if err != nil {
+			return fmt.Errorf("throttle: %v", err)
+		}
+		if seen[z.name] {
+			return fmt.Errorf("throttle: zone %q declared twice in one handler: give each zone its own name", z.name)
+		}
+		seen[z.name] = true
+		h.zones = append(h.zones, z)
+	}
+	return nil
+}
+
+func compileZone(zc *Zone) (*zone, error) {
+	if zc == nil || zc.Name == "" {
+		return nil, fmt.Errorf("zone without a name")
+	}
+	if zc.Key == "" {
+		zc.Key = defaultKey
+	}
+	if zc.IPv4Prefix == 0 {
+		zc.IPv4Prefix = 32
+	}
+	if zc.IPv6Prefix == 0 {
+		zc.IPv6Prefix = 64
+	}
+	if zc.IPv4Prefix < 1 || zc.IPv4Prefix > 32 {
+		return nil, fmt.Errorf("zone %q: ipv4_prefix %d: must be 1..32", zc.Name, zc.IPv4Prefix)
+	}
+	if zc.IPv6Prefix < 1 || zc.IPv6Prefix > 128 {
+		return nil, fmt.Errorf("zone %q: ipv6_prefix %d: must be 1..128", zc.Name, zc.IPv6Prefix)
+	}
+	if zc.Rate == "" {
+		return nil, fmt.Errorf("zone %q: rate is required, e.g. rate 100/1m", zc.Name)
+	}
+	r, err := parseRate(zc.Rate)
+	if err != nil {
+		return nil, fmt.Errorf("zone %q: %v", zc.Name, err)
+	}
+	if maxBurst := math.MaxInt64 / 4 / r.interval(); zc.Burst < 0 || zc.Burst > maxBurst {
+		return nil, fmt.Errorf("zone %q: burst %d: must be 0..%d at this rate", zc.Name, zc.Burst, maxBurst)
+	}
+	k, err := parseKeyTemplate(zc.Key)
+	if err != nil {
+		return nil, fmt.Errorf("zone %q: %v", zc.Name, err)
+	}
+	k.v4bits, k.v6bits = zc.IPv4Prefix, zc.IPv6Prefix
+	return &zone{name: zc.Name, key: k, rate: r, burst: zc.Burst, limit: newLimit(r, zc.Burst)}, nil
+}
+
+// Cleanup lets go of the shared zones and Redis client.
+func (h *Handler) Cleanup() error {
+	for _, z := range h.zones {
+		z.release()
+	}
+	if h.redis != nil {
+		h.redis.release()
+		h.redis = nil
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+	_ caddyfile.Unmarshaler       = (*Handler)(nil)
+)

@@ -1,0 +1,66 @@
+package ratelimit
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// maxRequests caps n in n/duration so interval and tolerance arithmetic in
+// nanoseconds cannot overflow.
+const maxRequests = 1_000_000_000
+
+// rate is a parsed `<n>/<duration>`.
+type rate struct {
+	n      int64
+	period time.Duration
+}
+
+// parseRate parses `<n>/<duration>`, e.g. "100/1m", "10/s", "5/500ms",
+// "1000/1d". A duration without a number ("s", "m", "h", "d") means one unit.
+func parseRate(s string) (rate, error) {
+	num, per, ok := strings.Cut(s, "/")
+	if !ok {
+		return rate{}, fmt.Errorf("rate %q: want <n>/<duration>, e.g. 100/1m or 10/s", s)
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 1 || n > maxRequests {
+		return rate{}, fmt.Errorf("rate %q: request count must be a whole number in 1..%d", s, maxRequests)
+	}
+	if per != "" && (per[0] < '0' || per[0] > '9') {
+		per = "1" + per
+	}
+	d, err := caddy.ParseDuration(per)
+	if err != nil {
+		return rate{}, fmt.Errorf("rate %q: duration: %v", s, err)
+	}
+	if d <= 0 {
+		return rate{}, fmt.Errorf("rate %q: duration must be positive", s)
+	}
+	if d/time.Duration(n) < time.Microsecond {
+		return rate{}, fmt.Errorf("rate %q: at most one request per microsecond; use a longer duration", s)
+	}
+	return rate{n: n, period: d}, nil
+}
+
+// String formats r so that parseRate gives it back.
+func (r rate) String() string {
+	return strconv.FormatInt(r.n, 10) + "/" + r.period.String()
+}
+
+// interval is GCRA's emission interval T: the spacing between requests at
+// the sustained rate. Truncated to the nanosecond, so never stricter than
+// the configured rate.
+func (r rate) interval() int64 { return int64(r.period) / r.n }
+
+// policyWindow returns the quota and whole-second window announced in
+// RateLimit-Policy: the window is the period rounded up to whole seconds and
+// the quota scaled to it (5/500ms is announced as q=10;w=1).
+func (r rate) policyWindow() (quota, seconds int64) {
+	seconds = int64((r.period + time.Second - 1) / time.Second)
+	quota = r.n * seconds * int64(time.Second) / int64(r.period)
+	return quota, seconds
+}

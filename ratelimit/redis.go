@@ -1,0 +1,215 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/redis/rueidis"
+)
+
+// gcraScript decides one request for every zone at once, atomically, on the
+// server's clock (so Caddy nodes' clocks never matter). KEYS are one key
+// per zone; ARGV holds each zone's interval and tolerance in microseconds.
+// Nothing is written unless every zone allows the request. It returns
+// {all allowed, allowed_1, after_1, allowed_2, after_2, ...}, after_i
+// being TAT - now in microseconds once decided.
+var gcraScript = rueidis.NewLuaScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local n = #KEYS
+local tats = {}
+local res = {1}
+for i = 1, n do
+  local tat = tonumber(redis.call('GET', KEYS[i])) or now
+  if tat < now then tat = now end
+  tats[i] = tat
+  if tat - now <= tonumber(ARGV[2*i]) then
+    res[2*i] = 1
+  else
+    res[2*i] = 0
+    res[1] = 0
+  end
+end
+for i = 1, n do
+  local after = tats[i] - now
+  if res[1] == 1 then
+    after = after + tonumber(ARGV[2*i-1])
+    redis.call('SET', KEYS[i], string.format('%d', now + after), 'PX', string.format('%d', math.ceil(after / 1000)))
+  end
+  res[2*i+1] = after
+end
+return res
+`)
+
+// RedisStore shares zones between Caddy nodes through one Redis or Valkey.
+type RedisStore struct {
+	// Address is the server's host:port.
+	Address string `json:"address,omitempty"`
+	// Username and Password authenticate (AUTH), if set.
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+	// DB is the database number to SELECT.
+	DB int `json:"db,omitempty"`
+	// KeyPrefix starts every key this store writes; default `throttle:`.
+	KeyPrefix string `json:"key_prefix,omitempty"`
+	// Timeout bounds each decision's round trip; default 100ms.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+	// OnError is what happens when Redis fails, is slow or the breaker is
+	// open: `allow` (default) lets the request through, `deny` answers 503
+	// with Retry-After.
+	OnError string `json:"on_error,omitempty"`
+}
+
+// errBreakerOpen is returned without asking Redis while it is failing.
+var errBreakerOpen = errors.New("redis breaker open after repeated failures")
+
+const (
+	breakerThreshold = 3               // consecutive failures that open it
+	breakerCooldown  = 1 * time.Second // how long it stays open before one probe
+)
+
+// redisConns are clients shared by every handler (and every config
+// generation) that uses the same server, so reloads keep connections.
+var redisConns = caddy.NewUsagePool()
+
+// redisConn is a lazily connected client plus its breaker: Caddy starts even
+// when Redis is down, and on_error decides what requests see meanwhile.
+type redisConn struct {
+	opt    rueidis.ClientOption
+	mu     sync.Mutex
+	client rueidis.Client
+
+	failures  atomic.Int32
+	openUntil atomic.Int64 // unix ns; 0 when closed
+	probing   atomic.Bool
+}
+
+func (c *redisConn) Destruct() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.client != nil {
+		c.client.Close()
+		c.client = nil
+	}
+	return nil
+}
+
+func (c *redisConn) get() (rueidis.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.client == nil {
+		cl, err := rueidis.NewClient(c.opt)
+		if err != nil {
+			return nil, err
+		}
+		c.client = cl
+	}
+	return c.client, nil
+}
+
+// admit says whether to ask Redis now: always while the breaker is closed;
+// once open, nothing until the cooldown ends, then a single probe.
+func (c *redisConn) admit(now int64) bool {
+	until := c.openUntil.Load()
+	if until == 0 {
+		return true
+	}
+	return now >= until && c.probing.CompareAndSwap(false, true)
+}
+
+func (c *redisConn) succeeded() {
+	if c.failures.Load() != 0 || c.openUntil.Load() != 0 {
+		c.failures.Store(0)
+		c.openUntil.Store(0)
+		c.probing.Store(false)
+	}
+}
+
+func (c *redisConn) failed(now int64) {
+	if c.failures.Add(1) >= breakerThreshold || c.probing.Load() {
+		c.openUntil.Store(now + int64(breakerCooldown))
+		c.probing.Store(false)
+	}
+}
+
+// redisBackend is a handler's view of a shared redisConn.
+type redisBackend struct {
+	poolKey string
+	conn    *redisConn
+	prefix  string
+	timeout time.Duration
+}
+
+func newRedisBackend(s *RedisStore) (*redisBackend, error) {
+	key := strings.Join([]string{s.Address, s.Username, s.Password, strconv.Itoa(s.DB)}, "\x00")
+	v, _, err := redisConns.LoadOrNew(key, func() (caddy.Destructor, error) {
+		return &redisConn{opt: rueidis.ClientOption{
+			InitAddress: []string{s.Address},
+			Username:    s.Username,
+			Password:    s.Password,
+			SelectDB:    s.DB,
+			// RESP2 servers and Valkey forks may lack client tracking; a
+			// limiter never reads cached values anyway.
+			DisableCache: true,
+			// A decision has its own timeout and on_error policy; rueidis
+			// must not retry behind its back.
+			DisableRetry:     true,
+			Dialer:           netDialer(time.Duration(s.Timeout)),
+			ConnWriteTimeout: max(time.Second, 10*time.Duration(s.Timeout)),
+		}}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &redisBackend{poolKey: key, conn: v.(*redisConn), prefix: s.KeyPrefix, timeout: time.Duration(s.Timeout)}, nil
+}
+
+func (b *redisBackend) release() { _, _ = redisConns.Delete(b.poolKey) }
+
+// decide runs the GCRA script for all zones in one round trip.
+func (b *redisBackend) decide(ctx context.Context, zones []*zone, keys []requestKey, out []outcome) (bool, error) {
+	now := time.Now().UnixNano()
+	if !b.conn.admit(now) {
+		return false, errBreakerOpen
+	}
+	client, err := b.conn.get()
+	if err != nil {
+		b.conn.failed(now)
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	names := make([]string, len(zones))
+	args := make([]string, 0, 2*len(zones))
+	for i, z := range zones {
+		names[i] = b.prefix + z.name + ":" + keys[i].redisName()
+		args = append(args,
+			strconv.FormatInt(z.limit.interval/1000, 10),
+			strconv.FormatInt(z.limit.tolerance/1000, 10))
+	}
+	res, err := gcraScript.Exec(ctx, client, names, args).AsIntSlice()
+	if err == nil && len(res) != 1+2*len(zones) {
+		err = fmt.Errorf("redis GCRA script returned %d values, want %d", len(res), 1+2*len(zones))
+	}
+	if err != nil {
+		b.conn.failed(time.Now().UnixNano())
+		return false, err
+	}
+	b.conn.succeeded()
+	for i := range zones {
+		out[i] = outcome{allowed: res[1+2*i] == 1, after: res[2+2*i] * 1000}
+	}
+	return res[0] == 1, nil
+}
+
+func netDialer(timeout time.Duration) net.Dialer {
+	return net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+}

@@ -1,0 +1,121 @@
+package ratelimit
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// maxZones is how many zones one handler may check per request; the
+// decision keeps per-zone state in fixed arrays so it does not allocate.
+const maxZones = 8
+
+// Zone is one named limit. Zones are per Caddy process: handlers naming the
+// same zone share its keys, and a reload finds them again by name.
+type Zone struct {
+	// Name of the zone, unique per handler; shared by name across handlers.
+	Name string `json:"name,omitempty"`
+	// Key is a placeholder template naming the caller; default
+	// `{http.vars.client_ip}` (the Caddyfile's `{client_ip}`).
+	Key string `json:"key,omitempty"`
+	// Rate is `<n>/<duration>`, e.g. `100/1m` or `10/s`.
+	Rate string `json:"rate,omitempty"`
+	// Burst is how many requests beyond the first may arrive at once.
+	Burst int64 `json:"burst,omitempty"`
+	// IPv4Prefix groups IPv4 keys by this many leading bits; default 32.
+	IPv4Prefix int `json:"ipv4_prefix,omitempty"`
+	// IPv6Prefix groups IPv6 keys by this many leading bits; default 64,
+	// so one IPv6 customer (a /64) is one caller.
+	IPv6Prefix int `json:"ipv6_prefix,omitempty"`
+}
+
+// zone is a Zone compiled for one handler: its own limits, its key, and
+// the shared state found by name.
+type zone struct {
+	name     string
+	seq      uint64
+	key      keyTemplate
+	rate     rate
+	burst    int64
+	limit    limit
+	table    *memoryTable // memory store only
+	state    *zoneState
+	policy   string // this zone's RateLimit-Policy item
+	quoted   string // name as an sf-string
+	reject   error
+	counters zoneCounters
+}
+
+// zones holds every zone's shared state by name, across config reloads.
+var zones = caddy.NewUsagePool()
+
+var zoneSeq atomic.Uint64
+
+// zoneState is what outlives a config: its memory keys and the definition
+// it was given by the config being loaded, to refuse a conflicting one.
+type zoneState struct {
+	seq   uint64
+	mu    sync.Mutex
+	owner any // the config generation that defined it last
+	def   string
+	table *memoryTable
+}
+
+func (*zoneState) Destruct() error { return nil }
+
+// definition is what two handlers of one config must agree on to share a
+// zone.
+func (z *zone) definition(store string) string {
+	return fmt.Sprintf("key %s, rate %s, burst %d, ipv4_prefix %d, ipv6_prefix %d, store %s",
+		z.key.template, z.rate, z.burst, z.key.v4bits, z.key.v6bits, store)
+}
+
+// claim attaches z to the zone's shared state. Within one config (owner) a
+// zone must be defined the same way everywhere; a new config may change it,
+// and its new rate then applies to the keys already held.
+func (z *zone) claim(owner any, store string, maxKeys int) error {
+	v, _, err := zones.LoadOrNew(z.name, func() (caddy.Destructor, error) {
+		return &zoneState{seq: zoneSeq.Add(1)}, nil
+	})
+	if err != nil {
+		return err
+	}
+	st := v.(*zoneState)
+	def := z.definition(store)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.owner == owner && st.def != def {
+		_, _ = zones.Delete(z.name)
+		return fmt.Errorf("zone %q is defined twice differently (%s) vs (%s): give one of them another name", z.name, st.def, def)
+	}
+	st.owner, st.def = owner, def
+	if maxKeys > 0 {
+		if st.table == nil {
+			st.table = newMemoryTable(maxKeys)
+		} else {
+			st.table.setMaxKeys(maxKeys)
+		}
+		z.table = st.table
+	}
+	z.state, z.seq = st, st.seq
+	z.policy = policyItem(z.name, z.rate)
+	z.quoted = sfString(z.name)
+	z.reject = fmt.Errorf("throttle: zone %s: rate limit exceeded", strconv.Quote(z.name))
+	return nil
+}
+
+func (z *zone) release() {
+	if z.state != nil {
+		_, _ = zones.Delete(z.name)
+		z.state = nil
+	}
+}
+
+func (st *zoneState) memory() *memoryTable {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.table
+}
