@@ -361,4 +361,3 @@ func TestThrottleRedisOutage(t *testing.T) {
 		t.Fatalf("store errors not counted:\n%s", grepLines(m, "caddy_throttle"))
 	}
 }
-
