@@ -2,7 +2,10 @@ module github.com/caddy-edgekit/edgekit
 
 go 1.26.8
 
-require github.com/caddyserver/caddy/v2 v2.11.9
+require (
+	github.com/andybalholm/brotli v1.3.0
+	github.com/caddyserver/caddy/v2 v2.11.9
+)
 
 require (
 	cel.dev/cel-go v0.32.0 // indirect
