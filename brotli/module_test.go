@@ -91,7 +91,7 @@ func compressWith(tb testing.TB, options brotlienc.WriterOptions, data []byte) [
 
 func TestProvisionDefaults(t *testing.T) {
 	for _, tc := range []struct {
-		config        string
+		config         string
 		quality, lgwin int
 	}{
 		{config: `{}`, quality: 5, lgwin: 22}, // what `encode br` produces
