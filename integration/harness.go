@@ -1,0 +1,405 @@
+// Package integration runs edgekit end to end: a real Caddy process, built
+// from ./cmd/caddy once per test run, with free ports per test, in front of
+// real origins on loopback. caddytest is not used because it always binds the
+// admin endpoint on :2999, which would serialise every package's tests.
+//
+// A test writes its site blocks with {$HTTP_PORT} and {$HTTPS_PORT}; the
+// harness adds a global options block (admin port, storage in the test's own
+// directory, local certificates) and starts Caddy with its own HOME and XDG
+// directories, so nothing leaks between tests or into the user's account.
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go/http3"
+)
+
+// caddyBinary is the path of the Caddy built by TestMain.
+var caddyBinary string
+
+// BuildCaddy builds ./cmd/caddy into dir and returns the binary's path. With
+// race set it is built with the race detector, so end-to-end tests also catch
+// data races inside the modules.
+func BuildCaddy(dir string, race bool) (string, error) {
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	bin := filepath.Join(dir, "caddy")
+	args := []string{"build", "-o", bin}
+	if race {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "./cmd/caddy")...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building caddy: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Options adjust a Caddy started by StartCaddyWith.
+type Options struct {
+	// Global is inserted into the global options block.
+	Global string
+	// Env is added to Caddy's environment (KEY=VALUE).
+	Env []string
+}
+
+// Caddy is one running Caddy process.
+type Caddy struct {
+	HTTPPort, HTTPSPort, AdminPort int
+	// Dir is the process's own directory (HOME, storage, Caddyfile).
+	Dir string
+
+	opts Options
+	cmd  *exec.Cmd
+	logs *lockedBuffer
+	done chan struct{}
+}
+
+// StartCaddy starts Caddy with the given site blocks.
+func StartCaddy(t testing.TB, caddyfile string) *Caddy {
+	t.Helper()
+	return StartCaddyWith(t, Options{}, caddyfile)
+}
+
+// StartCaddyWith starts Caddy with the given options and site blocks, waits
+// until its config is loaded and its listeners answer, and stops it when the
+// test ends (printing its log if the test failed).
+func StartCaddyWith(t testing.TB, opts Options, caddyfile string) *Caddy {
+	t.Helper()
+	if caddyBinary == "" {
+		t.Fatal("integration: caddy binary not built (TestMain must call BuildCaddy)")
+	}
+	c := &Caddy{
+		HTTPPort:  FreePort(t),
+		HTTPSPort: FreePort(t),
+		AdminPort: FreePort(t),
+		Dir:       t.TempDir(),
+		opts:      opts,
+		logs:      &lockedBuffer{},
+		done:      make(chan struct{}),
+	}
+	path := filepath.Join(c.Dir, "Caddyfile")
+	if err := os.WriteFile(path, []byte(c.withGlobals(caddyfile)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.cmd = exec.Command(caddyBinary, "run", "--config", path, "--adapter", "caddyfile")
+	c.cmd.Dir = c.Dir
+	c.cmd.Env = append(c.env(), opts.Env...)
+	c.cmd.Stdout = c.logs
+	c.cmd.Stderr = c.logs
+	if err := c.cmd.Start(); err != nil {
+		t.Fatalf("starting caddy: %v", err)
+	}
+	go func() { _ = c.cmd.Wait(); close(c.done) }()
+	t.Cleanup(func() {
+		c.Stop()
+		if t.Failed() {
+			t.Logf("caddy log:\n%s", c.Logs())
+		}
+	})
+	if err := c.waitReady(caddyfile); err != nil {
+		t.Fatalf("caddy did not start: %v\nlog:\n%s", err, c.Logs())
+	}
+	return c
+}
+
+func (c *Caddy) env() []string {
+	env := []string{
+		"HOME=" + c.Dir,
+		"XDG_DATA_HOME=" + filepath.Join(c.Dir, "data"),
+		"XDG_CONFIG_HOME=" + filepath.Join(c.Dir, "config"),
+		"PATH=" + os.Getenv("PATH"),
+		"HTTP_PORT=" + strconv.Itoa(c.HTTPPort),
+		"HTTPS_PORT=" + strconv.Itoa(c.HTTPSPort),
+		"ADMIN_PORT=" + strconv.Itoa(c.AdminPort),
+	}
+	if gorace := os.Getenv("GORACE"); gorace != "" {
+		env = append(env, "GORACE="+gorace)
+	}
+	return env
+}
+
+// withGlobals prepends the harness's global options block.
+func (c *Caddy) withGlobals(sites string) string {
+	return fmt.Sprintf(`{
+	admin 127.0.0.1:{$ADMIN_PORT}
+	http_port {$HTTP_PORT}
+	https_port {$HTTPS_PORT}
+	persist_config off
+	skip_install_trust
+	local_certs
+	grace_period 2s
+	storage file_system %s
+	%s
+}
+
+%s
+`, filepath.Join(c.Dir, "storage"), c.opts.Global, sites)
+}
+
+// waitReady waits until the admin endpoint has a config and every port the
+// site blocks name accepts connections.
+func (c *Caddy) waitReady(sites string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case <-c.done:
+			return fmt.Errorf("caddy exited")
+		default:
+		}
+		resp, err := http.Get(c.AdminURL("/config/"))
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 && strings.TrimSpace(string(body)) != "null" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("admin endpoint 127.0.0.1:%d has no config after 60s", c.AdminPort)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, port := range []struct {
+		name string
+		port int
+	}{{"{$HTTP_PORT}", c.HTTPPort}, {"{$HTTPS_PORT}", c.HTTPSPort}} {
+		if !strings.Contains(sites, port.name) {
+			continue
+		}
+		for {
+			conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port.port)), time.Second)
+			if err == nil {
+				conn.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("port %d (%s) does not accept connections", port.port, port.name)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// Stop ends the process: SIGTERM, then SIGKILL after a few seconds.
+func (c *Caddy) Stop() {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(5 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+// URL is the plain-HTTP address of path on 127.0.0.1.
+func (c *Caddy) URL(path string) string {
+	return fmt.Sprintf("http://127.0.0.1:%d%s", c.HTTPPort, path)
+}
+
+// HTTPSURL is the HTTPS address of path on localhost.
+func (c *Caddy) HTTPSURL(path string) string {
+	return fmt.Sprintf("https://localhost:%d%s", c.HTTPSPort, path)
+}
+
+// AdminURL is the admin endpoint's address of path.
+func (c *Caddy) AdminURL(path string) string {
+	return fmt.Sprintf("http://127.0.0.1:%d%s", c.AdminPort, path)
+}
+
+// Client speaks HTTP/1.1 and HTTP/2 and trusts any certificate. It does not
+// add Accept-Encoding on its own nor decode bodies: tests set what they mean.
+func (c *Caddy) Client() *http.Client {
+	return &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			TLSClientConfig:    &tls.Config{InsecureSkipVerify: true},
+			ForceAttemptHTTP2:  true,
+			DisableCompression: true,
+			Proxy:              nil,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// H3Client speaks HTTP/3 through quic-go and trusts any certificate.
+func (c *Caddy) H3Client() *http.Client {
+	tr := &http3.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{http3.NextProtoH3}}}
+	return &http.Client{Timeout: 30 * time.Second, Transport: tr}
+}
+
+// WaitHTTPS waits until the internal certificate is issued and HTTPS answers
+// (Caddy issues it asynchronously after start).
+func (c *Caddy) WaitHTTPS(t testing.TB) {
+	t.Helper()
+	client := c.Client()
+	var lastErr error
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		resp, err := client.Get(c.HTTPSURL("/"))
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return
+		}
+		lastErr = err
+	}
+	t.Fatalf("HTTPS on port %d never answered: %v", c.HTTPSPort, lastErr)
+}
+
+// Load replaces the running config with these site blocks through the admin
+// API's /load, as an operator's reload does, and returns the answer.
+func (c *Caddy) Load(sites string) (status int, body string) {
+	req, _ := http.NewRequest(http.MethodPost, c.AdminURL("/load"), strings.NewReader(c.withGlobals(sites)))
+	req.Header.Set("Content-Type", "text/caddyfile")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// Metrics returns the admin endpoint's Prometheus text.
+func (c *Caddy) Metrics() string {
+	resp, err := http.Get(c.AdminURL("/metrics"))
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// Logs returns everything Caddy wrote to stdout and stderr so far.
+func (c *Caddy) Logs() string { return c.logs.String() }
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and
+// whose UDP twin is free too (Caddy's HTTP/3 listens on the HTTPS port).
+func FreePort(t testing.TB) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		u.Close()
+		return port
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+// Origin serves handler on 127.0.0.1 until the test ends and returns its
+// host:port, for use as a reverse_proxy upstream.
+func Origin(t testing.TB, handler http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
+}
+
+// Echo is what EchoOrigin answers: what the origin received.
+type Echo struct {
+	RemoteAddr string              `json:"remote_addr"`
+	Method     string              `json:"method"`
+	URI        string              `json:"uri"`
+	Proto      string              `json:"proto"`
+	Headers    map[string][]string `json:"headers"`
+}
+
+// EchoOrigin starts an origin that answers, as JSON, what it received.
+func EchoOrigin(t testing.TB) string {
+	t.Helper()
+	return Origin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(Echo{
+			RemoteAddr: r.RemoteAddr,
+			Method:     r.Method,
+			URI:        r.RequestURI,
+			Proto:      r.Proto,
+			Headers:    r.Header,
+		})
+	}))
+}
+
+// GetEcho sends req and decodes an EchoOrigin answer, failing the test on any
+// status but 200.
+func GetEcho(t testing.TB, client *http.Client, req *http.Request) Echo {
+	t.Helper()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s %s: status %d: %s", req.Method, req.URL, resp.StatusCode, body)
+	}
+	var e Echo
+	if err := json.Unmarshal(body, &e); err != nil {
+		t.Fatalf("decoding echo %q: %v", body, err)
+	}
+	return e
+}
+
+// WaitFor polls cond every 20ms until it holds or timeout passes.
+func WaitFor(ctx context.Context, timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
