@@ -8,6 +8,8 @@
 #   DURATION=10s     wrk duration per run
 #   CONNECTIONS=16   wrk connections (one wrk thread)
 #   FILE=react-dom.production.min.js   the script wrk requests
+#   NGINX_WINDOW=4m  nginx's brotli_window (4m matches Caddy's default window 22;
+#                    nginx's own default is 512k)
 #   CORPUS=npm|sample  npm (default): `npm pack` well-known bundles into a
 #                    temp dir, falling back to the committed sample
 #                    brotli/testdata/corpus when the registry is unreachable.
@@ -18,7 +20,6 @@
 # (optional). Everything listens on 127.0.0.1 and is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repo=$PWD
 
 qualities=("${@:-5}")
 duration=${DURATION:-10s}
