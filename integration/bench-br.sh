@@ -5,7 +5,8 @@
 #
 # Usage: integration/bench-br.sh [quality ...]        (default: 5)
 # Environment:
-#   DURATION=10s     wrk duration per run
+#   DURATION=5s      wrk duration per round
+#   ROUNDS=3         rounds per quality, alternating Caddy and nginx
 #   CONNECTIONS=16   wrk connections (one wrk thread)
 #   FILE=react-dom.production.min.js   the script wrk requests
 #   NGINX_WINDOW=4m  nginx's brotli_window (4m matches Caddy's default window 22;
@@ -22,7 +23,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 qualities=("${@:-5}")
-duration=${DURATION:-10s}
+duration=${DURATION:-5s}
+rounds=${ROUNDS:-3}
 connections=${CONNECTIONS:-16}
 file=${FILE:-react-dom.production.min.js}
 nginx_module=/usr/lib/nginx/modules/ngx_http_brotli_filter_module.so
@@ -184,18 +186,25 @@ for q in "${qualities[@]}"; do
 done
 
 # --- wrk --------------------------------------------------------------------
+# Rounds alternate Caddy and nginx, so that load from elsewhere on the
+# machine falls on both alike; the table has the mean of the rounds.
+wrk_args=(-t1 -c"$connections" -d"$duration" --timeout 60s -H 'Accept-Encoding: br')
 rps() { # port
-	wrk -t1 -c"$connections" -d"$duration" -H 'Accept-Encoding: br' "http://127.0.0.1:$1/$file" |
-		awk '/^Requests\/sec/ {print $2}'
+	wrk "${wrk_args[@]}" "http://127.0.0.1:$1/$file" | awk '/^Requests\/sec/ {print $2}'
 }
 echo
-echo "wrk -t1 -c$connections -d$duration -H 'Accept-Encoding: br' /$file ($(wc -c <"$corpus/$file") bytes), $(nproc) cores shared by server and wrk"
+echo "wrk ${wrk_args[*]} /$file ($(wc -c <"$corpus/$file") bytes), $rounds rounds, $(nproc) cores shared by servers and wrk"
 printf '%-8s %14s %14s %12s\n' quality "Caddy req/s" "nginx req/s" "Caddy/nginx"
 for q in "${qualities[@]}"; do
 	# warm both (Caddy's encoder pool, nginx's workers), then measure
-	wrk -t1 -c"$connections" -d2s -H 'Accept-Encoding: br' "http://127.0.0.1:${caddy_port[$q]}/$file" >/dev/null
-	wrk -t1 -c"$connections" -d2s -H 'Accept-Encoding: br' "http://127.0.0.1:${nginx_port[$q]}/$file" >/dev/null
-	c=$(rps "${caddy_port[$q]}")
-	n=$(rps "${nginx_port[$q]}")
-	printf '%-8s %14s %14s %12.2f\n' "$q" "$c" "$n" "$(bc -l <<<"$c/$n")"
+	wrk -t1 -c"$connections" -d2s --timeout 60s -H 'Accept-Encoding: br' "http://127.0.0.1:${caddy_port[$q]}/$file" >/dev/null
+	wrk -t1 -c"$connections" -d2s --timeout 60s -H 'Accept-Encoding: br' "http://127.0.0.1:${nginx_port[$q]}/$file" >/dev/null
+	c=0 n=0
+	for _ in $(seq "$rounds"); do
+		c=$(bc -l <<<"$c + $(rps "${caddy_port[$q]}")")
+		n=$(bc -l <<<"$n + $(rps "${nginx_port[$q]}")")
+	done
+	ratio=n/a
+	if [[ $(bc <<<"$n > 0") == 1 ]]; then ratio=$(printf '%.2f' "$(bc -l <<<"$c/$n")"); fi
+	printf '%-8s %14.2f %14.2f %12s\n' "$q" "$(bc -l <<<"$c/$rounds")" "$(bc -l <<<"$n/$rounds")" "$ratio"
 done
