@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -208,4 +209,35 @@ func TestServerSentEventsStreamThroughBrotli(t *testing.T) {
 	if rest, err := io.ReadAll(lines); err != nil || len(rest) != 0 {
 		t.Fatalf("after the last event: %q, %v", rest, err)
 	}
+}
+
+// A warm pool hands the same encoders back: a response costs a few
+// allocations, not a new encoder's multi-megabyte buffers.
+func TestWarmPoolReusesEncoders(t *testing.T) {
+	script := loadCorpus(t, "react-dom.production.min.js")[0].data
+	enc := newEncode(t, `{}`)
+	next := serveBody("text/javascript", script)
+	r := httptest.NewRequest(http.MethodGet, "/app.js", nil)
+	r.Header.Set("Accept-Encoding", "br")
+	w := &discardResponseWriter{header: make(http.Header)}
+	serve := func() {
+		clear(w.header)
+		if err := enc.ServeHTTP(w, r, next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serve() // fills the pool
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const requests = 10
+	for range requests {
+		serve()
+	}
+	runtime.ReadMemStats(&after)
+	perRequest := (after.TotalAlloc - before.TotalAlloc) / requests
+	if perRequest > 256<<10 {
+		t.Fatalf("%d bytes allocated per response: encoders are not reused from the pool", perRequest)
+	}
+	t.Logf("%d bytes allocated per response", perRequest)
 }
