@@ -16,7 +16,8 @@
 #                    brotli/testdata/corpus when the registry is unreachable.
 #
 # Prints: the corpus's total size uncompressed, with Caddy's gzip (level 5)
-# and with br at each quality from Caddy and from nginx; then requests/s.
+# and with br at each quality from Caddy and from nginx; then requests/s
+# and requests per CPU-second of each server.
 # Needs: go, wrk, curl, nginx-light, libnginx-mod-http-brotli-filter, npm
 # (optional). Everything listens on 127.0.0.1 and is stopped on exit.
 set -euo pipefail
@@ -114,7 +115,7 @@ http://127.0.0.1:${caddy_port[$q]} {
 "
 	nginx_servers+="
 	server {
-		listen 127.0.0.1:${nginx_port[$q]};
+		listen 127.0.0.1:${nginx_port[$q]} reuseport; # spread connections over both workers
 		root $corpus;
 		brotli_comp_level $q;
 	}"
@@ -186,25 +187,46 @@ for q in "${qualities[@]}"; do
 done
 
 # --- wrk --------------------------------------------------------------------
-# Rounds alternate Caddy and nginx, so that load from elsewhere on the
-# machine falls on both alike; the table has the mean of the rounds.
+# The machine may be shared, so besides requests/s (wall clock) each run
+# counts the CPU time the server itself used: requests per CPU-second is
+# what one core of each server delivers, whatever else is running. Rounds
+# alternate Caddy and nginx so that outside load falls on both alike.
 wrk_args=(-t1 -c"$connections" -d"$duration" --timeout 60s -H 'Accept-Encoding: br')
-rps() { # port
-	wrk "${wrk_args[@]}" "http://127.0.0.1:$1/$file" | awk '/^Requests\/sec/ {print $2}'
+clk_tck=$(getconf CLK_TCK)
+cpu_ticks() { # pids...: user+system ticks of these processes and their children
+	local total=0 pid
+	for pid in "$@" $(ps -o pid= --ppid "$(tr ' ' ',' <<<"$*")" 2>/dev/null); do
+		[[ -r /proc/$pid/stat ]] || continue
+		total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
+	done
+	echo "$total"
+}
+measure() { # port pid: prints "requests seconds cpu-seconds"
+	local before after out
+	before=$(cpu_ticks "$2")
+	out=$(wrk "${wrk_args[@]}" "http://127.0.0.1:$1/$file")
+	after=$(cpu_ticks "$2")
+	awk -v cpu="$(bc -l <<<"($after - $before) / $clk_tck")" \
+		'/requests in/ {gsub(/s,/, "", $4); print $1, $4, cpu}' <<<"$out"
 }
 echo
-echo "wrk ${wrk_args[*]} /$file ($(wc -c <"$corpus/$file") bytes), $rounds rounds, $(nproc) cores shared by servers and wrk"
-printf '%-8s %14s %14s %12s\n' quality "Caddy req/s" "nginx req/s" "Caddy/nginx"
+echo "wrk ${wrk_args[*]} /$file ($(wc -c <"$corpus/$file") bytes), $rounds rounds, $(nproc) cores shared by servers, wrk and anything else running"
+printf '%-8s %12s %12s %8s %16s %16s %8s\n' quality "Caddy req/s" "nginx req/s" ratio "Caddy req/CPU-s" "nginx req/CPU-s" ratio
+caddy_pid=${pids[0]} nginx_pid=${pids[1]}
 for q in "${qualities[@]}"; do
 	# warm both (Caddy's encoder pool, nginx's workers), then measure
 	wrk -t1 -c"$connections" -d2s --timeout 60s -H 'Accept-Encoding: br' "http://127.0.0.1:${caddy_port[$q]}/$file" >/dev/null
 	wrk -t1 -c"$connections" -d2s --timeout 60s -H 'Accept-Encoding: br' "http://127.0.0.1:${nginx_port[$q]}/$file" >/dev/null
-	c=0 n=0
+	cr=0 cs=0 cc=0 nr=0 ns=0 nc=0
 	for _ in $(seq "$rounds"); do
-		c=$(bc -l <<<"$c + $(rps "${caddy_port[$q]}")")
-		n=$(bc -l <<<"$n + $(rps "${nginx_port[$q]}")")
+		read -r r t u < <(measure "${caddy_port[$q]}" "$caddy_pid")
+		cr=$((cr + r)) cs=$(bc -l <<<"$cs + $t") cc=$(bc -l <<<"$cc + $u")
+		read -r r t u < <(measure "${nginx_port[$q]}" "$nginx_pid")
+		nr=$((nr + r)) ns=$(bc -l <<<"$ns + $t") nc=$(bc -l <<<"$nc + $u")
 	done
-	ratio=n/a
-	if [[ $(bc <<<"$n > 0") == 1 ]]; then ratio=$(printf '%.2f' "$(bc -l <<<"$c/$n")"); fi
-	printf '%-8s %14.2f %14.2f %12s\n' "$q" "$(bc -l <<<"$c/$rounds")" "$(bc -l <<<"$n/$rounds")" "$ratio"
+	ratio() { if [[ $(bc <<<"$2 > 0") == 1 ]]; then printf '%.2f' "$(bc -l <<<"$1 / $2")"; else echo n/a; fi; }
+	c_rps=$(bc -l <<<"$cr / $cs") n_rps=$(bc -l <<<"$nr / $ns")
+	c_cpu=$(bc -l <<<"$cr / ($cc + 0.000001)") n_cpu=$(bc -l <<<"$nr / ($nc + 0.000001)")
+	printf '%-8s %12.2f %12.2f %8s %16.2f %16.2f %8s\n' "$q" "$c_rps" "$n_rps" "$(ratio "$c_rps" "$n_rps")" \
+		"$c_cpu" "$n_cpu" "$(ratio "$c_cpu" "$n_cpu")"
 done
