@@ -3,5 +3,6 @@
 package edgekit
 
 import (
+	_ "github.com/caddy-edgekit/edgekit/brotli"
 	_ "github.com/caddy-edgekit/edgekit/caddyfile"
 )
