@@ -94,9 +94,9 @@ func TestProvisionDefaults(t *testing.T) {
 		config         string
 		quality, lgwin int
 	}{
-		{config: `{}`, quality: 5, lgwin: 22}, // what `encode br` produces
-		{config: `{"quality":0}`, quality: 0, lgwin: 22},
-		{config: `{"quality":11}`, quality: 11, lgwin: 22},
+		{config: `{}`, quality: 5, lgwin: 20}, // what `encode br` produces
+		{config: `{"quality":0}`, quality: 0, lgwin: 20},
+		{config: `{"quality":11}`, quality: 11, lgwin: 20},
 		{config: `{"window":18}`, quality: 5, lgwin: 18},
 		{config: `{"quality":7,"window":24}`, quality: 7, lgwin: 24},
 	} {

@@ -9,7 +9,7 @@
 #   ROUNDS=3         rounds per quality, alternating Caddy and nginx
 #   CONNECTIONS=16   wrk connections (one wrk thread)
 #   FILE=react-dom.production.min.js   the script wrk requests
-#   NGINX_WINDOW=4m  nginx's brotli_window (4m matches Caddy's default window 22;
+#   NGINX_WINDOW=1m  nginx's brotli_window (1m matches Caddy's default window 20;
 #                    nginx's own default is 512k)
 #   CORPUS=npm|sample  npm (default): `npm pack` well-known bundles into a
 #                    temp dir, falling back to the committed sample
@@ -140,7 +140,7 @@ http {
 	client_body_temp_path $work/nginx/tmp;
 	gzip off;
 	brotli on;
-	brotli_window ${NGINX_WINDOW:-4m}; # 4m: Caddy's default window 22
+	brotli_window ${NGINX_WINDOW:-1m}; # 1m: Caddy's default window 20
 	brotli_types application/javascript text/javascript;
 $nginx_servers
 }
