@@ -308,17 +308,22 @@ func (st *Stream) beginAttempt(buf []byte, start, j int) {
 		hi := min(st.memoEnd+1, lo+m, int64(len(buf))+delta)
 		t := st.ring[st.ringHi&m]
 		for p := st.ringHi + 1; p <= hi; p++ {
-			c := int(s.classes[buf[p-1-delta]])
-			n := t.next[c].Load()
-			if n == nil {
-				n = s.dfa.next(t, c)
-			}
-			t = n
+			t = s.step(t, buf[p-1-delta])
 			st.ring[p&m] = t
 		}
 		st.ringHi = max(st.ringHi, hi)
 	}
 	st.ringLo = lo
+}
+
+// step returns the DFA state after t reads b (the hot loop of runDFA has
+// it inline: it is over the inlining budget).
+func (s *Set) step(t *state, b byte) *state {
+	c := int(s.classes[b])
+	if n := t.next[c].Load(); n != nil {
+		return n
+	}
+	return s.dfa.next(t, c)
 }
 
 // runDFA runs the attempt anchored at buf[j] from state t over buf[k:],
@@ -331,12 +336,7 @@ func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64, memo bool)
 	limit := j + s.maxMatch // the last byte the attempt may consume
 	if !memo {
 		for ; k < len(buf); k++ {
-			c := int(s.classes[buf[k]])
-			n := t.next[c].Load()
-			if n == nil {
-				n = s.dfa.next(t, c)
-			}
-			t = n
+			t = s.step(t, buf[k])
 			if t.match >= 0 {
 				st.bestLen, st.bestRule = k-j, t.match
 			}
