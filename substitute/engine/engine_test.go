@@ -486,3 +486,49 @@ func TestHostileBodies(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoAgainstPlainAttempts: on longer random bodies full of candidates
+// (so attempts overlap, join the memo path and wrap its ring), with small
+// max_match values (so drops abound, which the reference does not cover) and
+// now and then a DFA cache that keeps resetting, the memo changes neither
+// the output nor the drops of plain anchored attempts, in any chunking.
+func TestMemoAgainstPlainAttempts(t *testing.T) {
+	iters := 2000
+	if testing.Short() || raceEnabled {
+		iters = 200
+	}
+	rng := rand.New(rand.NewPCG(7, 9))
+	alpha := []string{"a", "b", "<a ", "aa", " ", "\n", "é", ">", "ab"}
+	for it := range iters {
+		rules := randRules(rng)
+		prio := Priority(rng.IntN(2))
+		var in []byte
+		for range rng.IntN(600) {
+			in = append(in, alpha[rng.IntN(len(alpha))]...)
+		}
+		cache := 0
+		if rng.IntN(4) == 0 {
+			cache = 1 << 16
+		}
+		s, err := Compile(rules, Options{Priority: prio, MaxMatch: 1 + rng.IntN(300), CacheSize: cache})
+		if err != nil {
+			continue // too large for the tiny cache
+		}
+		s.ringSize = 1 << rng.IntN(8)
+		for _, chunks := range [][]int{nil, {1}, {1 + rng.IntN(50), 1 + rng.IntN(9)}} {
+			s.noMemo = true
+			want, plain, err := run(s, randVars, in, chunks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.noMemo = false
+			got, st, err := run(s, randVars, in, chunks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) || st.Dropped() != plain.Dropped() {
+				t.Fatalf("#%d rules %+v prio %d max %d ring %d input %q chunks %v:\n got %q (%d dropped)\nwant %q (%d dropped)", it, rules, prio, s.maxMatch, s.ringSize, in, chunks, got, st.Dropped(), want, plain.Dropped())
+			}
+		}
+	}
+}
