@@ -138,7 +138,7 @@ func streamOnce(st *Stream, data []byte) {
 func (st *Stream) memSize() int {
 	n := int(unsafe.Sizeof(*st)) + cap(st.hold)
 	n += 8 * (cap(st.active) + cap(st.matched) + cap(st.scratch))
-	n += int(unsafe.Sizeof([]byte(nil)))*cap(st.varVals) + cap(st.varKnown) + 8*cap(st.idx) + int(unsafe.Sizeof((*state)(nil)))*(cap(st.ring)+cap(st.ownRing))
+	n += int(unsafe.Sizeof([]byte(nil)))*cap(st.varVals) + cap(st.varKnown) + 8*cap(st.idx) + int(unsafe.Sizeof((*state)(nil)))*(cap(st.ring)+cap(st.ownRing)+cap(st.sparse)+cap(st.ownSparse))
 	for _, v := range st.varVals {
 		n += cap(v)
 	}
@@ -199,6 +199,7 @@ func hostileCases() []struct {
 	}{
 		{"tags", []Rule{rx(`<a [^>]*>`, "")}, []byte(strings.Repeat("<a ", 100_000))},
 		{"counter", []Rule{rx(`a{1,100}b|a+c`, "")}, []byte(strings.Repeat("a", 1<<20))},
+		{"long counter", []Rule{rx(`a{1,200}b|a+c`, "")}, []byte(strings.Repeat("a", 1<<18))},
 		{"mixed", mixed, []byte(strings.Repeat("<a aaaa ", 40_000))},
 	}
 }

@@ -57,9 +57,9 @@
 // may read again the bytes it read: a pattern like <a [^>]*> over
 // "<a <a <a ..." would read MaxMatch bytes per candidate. To bound that,
 // the stream keeps the path of the attempt run furthest so far (its DFA
-// state at each of the next 128 positions, where it stopped, its state
-// there and its last match), and a running attempt compares its state with
-// the path at every byte. Two attempts in the same state at the same
+// state at each of the next 128 positions and every MaxMatch/32 positions
+// beyond, where it stopped, its state there and its last match), and a
+// running attempt compares its state with the path at every byte. Two attempts in the same state at the same
 // position go on identically, so once they agree the attempt takes the
 // path's match events and jumps to where the path stopped, and runs on from
 // there to its own MaxMatch limit (see pathMemo in stream.go). Each
@@ -68,8 +68,8 @@
 // after 3 bytes, so a hostile body runs at tens of MB/s
 // (BenchmarkWorstCase). Attempts whose states stay apart longer, as with a
 // bounded repetition like a{1,100}b over "aaaa...", each pay until their
-// states meet (about 100 bytes there), and up to MaxMatch if they never
-// meet within 128 bytes.
+// states meet (about 100 bytes there), plus up to MaxMatch/32 bytes if
+// that is past the first 128.
 //
 // A rule still able to grow after MaxMatch bytes is dropped at that
 // position (Stream.Dropped counts it) and the attempt is run again without
@@ -85,8 +85,8 @@
 // matched text.
 //
 // A Set is immutable and safe for concurrent use. A Stream holds its
-// attempt's bytes (at most MaxMatch plus a 1 KiB window), two rings of 128
-// states for the memo path and a few words per rule, in all less than
+// attempt's bytes (at most MaxMatch plus a 256-byte window), two rings of
+// 128 states and two of 34 for the memo path and a few words per rule, in all less than
 // MaxMatch + 4 KiB for up to a few hundred rules (TestStreamMemory); it is reused with Reset and
 // allocates nothing per Write in steady state.
 package engine

@@ -302,8 +302,11 @@ func checkOne(t *testing.T, rules []Rule, prio Priority, input []byte, rng *rand
 		if err != nil {
 			t.Fatalf("#%d: %v", it, err)
 		}
-		// A memo ring of 2, 4 or 8 positions, so short bodies wrap it.
+		// A memo ring of 2, 4 or 8 positions and sparse states every 1 to
+		// 8, so short bodies wrap them.
 		s.ringSize = 2 << rng.IntN(3)
+		s.sparseStride = 1 << rng.IntN(4)
+		s.sparseSlots = s.maxMatch/s.sparseStride + 2
 		whole, st, err := run(s, randVars, input, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -515,6 +518,8 @@ func TestMemoAgainstPlainAttempts(t *testing.T) {
 			continue // too large for the tiny cache
 		}
 		s.ringSize = 1 << rng.IntN(8)
+		s.sparseStride = 1 << rng.IntN(7)
+		s.sparseSlots = s.maxMatch/s.sparseStride + 2
 		for _, chunks := range [][]int{nil, {1}, {1 + rng.IntN(50), 1 + rng.IntN(9)}} {
 			s.noMemo = true
 			want, plain, err := run(s, randVars, in, chunks)

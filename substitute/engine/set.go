@@ -60,12 +60,15 @@ type Set struct {
 	// power of two; see pathMemo). noMemo turns the memo off (tests).
 	ringSize int
 	noMemo   bool
-	caps     []*capProg // per rule whose replacement uses groups, else nil
-	maxCap   int        // largest capProg.ncap
-	varNames []string
-	all      Mask
-	full     [4]*state // start states with every rule active, by prevClass
-	classes  [256]uint8
+	// sparseStride (a power of two) and sparseSlots size the memo path's
+	// sparse states, which cover MaxMatch.
+	sparseStride, sparseSlots int
+	caps                      []*capProg // per rule whose replacement uses groups, else nil
+	maxCap                    int        // largest capProg.ncap
+	varNames                  []string
+	all                       Mask
+	full                      [4]*state // start states with every rule active, by prevClass
+	classes                   [256]uint8
 
 	// Prefilter: a match can only start at i if (b[i], b[i+1]) is in pair,
 	// or, for the last byte available, if b[i] is in first.
@@ -185,6 +188,11 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 		s.pair7[x&0x7F7F] |= v
 	}
 	s.ringSize = 128
+	s.sparseStride = 64
+	for s.maxMatch/s.sparseStride > 32 {
+		s.sparseStride *= 2
+	}
+	s.sparseSlots = s.maxMatch/s.sparseStride + 2
 	return s, nil
 }
 

@@ -50,15 +50,21 @@ type Stream struct {
 	// The memo path: that of the attempt run furthest (see pathMemo).
 	// Positions are body offsets; the state at position p is the one
 	// before byte p.
-	ring      []*state // ring[p & (len-1)] for p in [ringLo, ringHi]
-	ownRing   []*state // the running attempt's own states, same indexing
-	ringLo    int64
-	ringHi    int64
-	memoOK    bool   // the path is usable
-	memoEnd   int64  // last byte the path was run over
-	memoLimit *state // its state after memoEnd; nil if it died there
-	memoMatch int64  // position of its last match event (-1: none)
-	memoRule  int32  // the rule of that event
+	ring    []*state // ring[p & (len-1)] for p in [ringLo, ringHi]
+	ownRing []*state // the running attempt's own states, same indexing
+	// The path's states every sparseStride positions as far as it was run,
+	// in slots (p / sparseStride) % len, for attempts that meet it late.
+	sparse      []*state
+	ownSparse   []*state
+	sparseHi    int64 // last position sparse holds (from ringLo on)
+	ownSparseHi int64
+	ringLo      int64
+	ringHi      int64
+	memoOK      bool   // the path is usable
+	memoEnd     int64  // last byte the path was run over
+	memoLimit   *state // its state after memoEnd; nil if it died there
+	memoMatch   int64  // position of its last match event (-1: none)
+	memoRule    int32  // the rule of that event
 	// The running attempt's side of the memo.
 	merged    bool  // it joined the path (ring then describes its path)
 	ownHi     int64 // last position it wrote to the ring before joining
@@ -71,21 +77,23 @@ type Stream struct {
 
 // holdSlack is how much new input a stream copies next to pending bytes at a
 // time.
-const holdSlack = 1024
+const holdSlack = 256
 
 // NewStream returns a stream that writes the substituted body to dst.
 func (s *Set) NewStream(dst io.Writer, vars Vars) *Stream {
 	st := &Stream{
-		set:      s,
-		active:   NewMask(len(s.rules)),
-		matched:  NewMask(len(s.rules)),
-		scratch:  NewMask(len(s.rules)),
-		hold:     make([]byte, 1, 1+s.maxMatch+holdSlack),
-		varVals:  make([][]byte, len(s.varNames)),
-		varKnown: make([]uint8, len(s.varNames)),
-		idx:      make([]int, s.maxCap),
-		ring:     make([]*state, s.ringSize),
-		ownRing:  make([]*state, s.ringSize),
+		set:       s,
+		active:    NewMask(len(s.rules)),
+		matched:   NewMask(len(s.rules)),
+		scratch:   NewMask(len(s.rules)),
+		hold:      make([]byte, 1, 1+s.maxMatch+holdSlack),
+		varVals:   make([][]byte, len(s.varNames)),
+		varKnown:  make([]uint8, len(s.varNames)),
+		idx:       make([]int, s.maxCap),
+		ring:      make([]*state, s.ringSize),
+		ownRing:   make([]*state, s.ringSize),
+		sparse:    make([]*state, s.sparseSlots),
+		ownSparse: make([]*state, s.sparseSlots),
 	}
 	st.Reset(dst, vars)
 	return st
@@ -105,6 +113,8 @@ func (st *Stream) Reset(dst io.Writer, vars Vars) {
 	st.memoOK = false
 	clear(st.ring) // let old states be collected after cache resets
 	clear(st.ownRing)
+	clear(st.sparse)
+	clear(st.ownSparse)
 	st.running = false
 	for i := range st.varVals {
 		st.varVals[i] = st.varVals[i][:0]
@@ -278,7 +288,9 @@ const (
 // the path of the attempt run furthest (a resolved attempt replaces it if
 // it joined it or stopped no earlier): its state at each of the next
 // len(ring) positions, how far it was run (memoEnd), its state there
-// (memoLimit, or nil if it died), and its last match event. An attempt
+// (memoLimit, or nil if it died), and its last match event; plus its state
+// every sparseStride positions as far as it was run, for attempts that
+// meet it later than len(ring) bytes after their start. An attempt
 // compares its state with the path at every byte; once they agree at a
 // position p <= memoEnd, its fate up to memoEnd is the path's: it inherits
 // the path's last match event after p, and either dies where the path died
@@ -298,7 +310,7 @@ func (st *Stream) beginAttempt(buf []byte, start, j int) {
 	delta := st.base - int64(start)
 	lo := int64(j+1) + delta
 	st.merged, st.lastEvent = false, -1
-	st.ownHi = lo - 1
+	st.ownHi, st.ownSparseHi = lo-1, lo-1
 	if st.memoOK && (st.set.noMemo || lo > st.memoEnd || st.ringHi < st.ringLo || st.ringHi-delta < int64(start)) {
 		st.memoOK = false
 	}
@@ -353,9 +365,12 @@ func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64, memo bool)
 	m := int64(len(ring) - 1)
 	winHi := st.ringLo + m // last position the ring can hold
 	joinHi := int64(-1)    // last position where joining the path helps
+	sparseJoinHi := int64(-1)
 	if st.memoOK && !st.merged {
 		joinHi = min(st.ringHi, st.memoEnd)
+		sparseJoinHi = min(st.sparseHi, st.memoEnd)
 	}
+	stride := int64(s.sparseStride - 1)
 	for ; k < len(buf); k++ {
 		c := int(s.classes[buf[k]])
 		n := t.next[c].Load()
@@ -373,6 +388,19 @@ func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64, memo bool)
 		}
 		if k == limit {
 			return t, k, runLimit
+		}
+		if pos&stride == 0 {
+			slot := int(pos/int64(s.sparseStride)) % len(st.sparse)
+			switch {
+			case pos <= sparseJoinHi && st.sparse[slot] == t:
+				return t, k, runMerged
+			case !st.merged:
+				st.ownSparse[slot] = t
+				st.ownSparseHi = pos
+			case pos == st.sparseHi+stride+1:
+				st.sparse[slot] = t
+				st.sparseHi = pos
+			}
 		}
 		switch {
 		case pos <= joinHi && ring[pos&m] == t:
@@ -399,8 +427,16 @@ func (st *Stream) advance(buf []byte, start, j int, final bool) bool {
 		p := int64(k+1) + delta
 		st.merged = true
 		m := int64(len(st.ring) - 1)
-		for q := st.ringLo; q < p; q++ {
+		for q := st.ringLo; q < p && q <= st.ownHi; q++ {
 			st.ring[q&m] = st.ownRing[q&m]
+		}
+		if p > st.ringHi { // joined at a sparse position past the ring
+			st.ringHi = st.ownHi
+		}
+		stride := int64(st.set.sparseStride)
+		for q := (st.ringLo + stride - 1) / stride * stride; q < p; q += stride {
+			slot := int(q/stride) % len(st.sparse)
+			st.sparse[slot] = st.ownSparse[slot]
 		}
 		if st.memoMatch > p {
 			st.bestLen, st.bestRule = int(st.memoMatch-1-delta)-j, st.memoRule
@@ -409,6 +445,12 @@ func (st *Stream) advance(buf []byte, start, j int, final bool) bool {
 		k = int(st.memoEnd - delta)
 		if st.memoLimit == nil {
 			return st.resolved(buf, j, t, k, runDead, delta)
+		}
+		// The path's state after memoEnd was never stored: store it, so
+		// that the sparse states stay contiguous.
+		if q := st.memoEnd + 1; q%stride == 0 && q == st.sparseHi+stride {
+			st.sparse[int(q/stride)%len(st.sparse)] = st.memoLimit
+			st.sparseHi = q
 		}
 		t, k, why = st.runDFA(st.memoLimit, buf, j, k+1, delta, true)
 	}
@@ -431,6 +473,8 @@ func (st *Stream) resolved(buf []byte, j int, t *state, k, why int, delta int64)
 		if !st.merged {
 			st.ring, st.ownRing = st.ownRing, st.ring
 			st.ringHi = st.ownHi
+			st.sparse, st.ownSparse = st.ownSparse, st.sparse
+			st.sparseHi = st.ownSparseHi
 		}
 		st.memoOK = true
 		st.memoEnd = end
