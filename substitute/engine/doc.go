@@ -57,7 +57,7 @@
 // may read again the bytes it read: a pattern like <a [^>]*> over
 // "<a <a <a ..." would read MaxMatch bytes per candidate. To bound that,
 // the stream keeps the path of the attempt run furthest so far (its DFA
-// state at each of the next 128 positions and every MaxMatch/32 positions
+// state at each of the next 128 positions and every MaxMatch/64 positions
 // beyond, where it stopped, its state there and its last match), and a
 // running attempt compares its state with the path at every byte. Two attempts in the same state at the same
 // position go on identically, so once they agree the attempt takes the
@@ -68,7 +68,7 @@
 // after 3 bytes, so a hostile body runs at tens of MB/s
 // (BenchmarkWorstCase). Attempts whose states stay apart longer, as with a
 // bounded repetition like a{1,100}b over "aaaa...", each pay until their
-// states meet (about 100 bytes there), plus up to MaxMatch/32 bytes if
+// states meet (about 100 bytes there), plus up to MaxMatch/64 bytes if
 // that is past the first 128.
 //
 // A rule still able to grow after MaxMatch bytes is dropped at that
@@ -86,7 +86,7 @@
 //
 // A Set is immutable and safe for concurrent use. A Stream holds its
 // attempt's bytes (at most MaxMatch plus a 256-byte window), two rings of
-// 128 states and two of 34 for the memo path and a few words per rule, in all less than
+// 128 states and two of 66 for the memo path and a few words per rule, in all less than
 // MaxMatch + 4 KiB for up to a few hundred rules (TestStreamMemory); it is reused with Reset and
 // allocates nothing per Write in steady state.
 package engine

@@ -189,7 +189,7 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 	}
 	s.ringSize = 128
 	s.sparseStride = 64
-	for s.maxMatch/s.sparseStride > 32 {
+	for s.maxMatch/s.sparseStride > 64 {
 		s.sparseStride *= 2
 	}
 	s.sparseSlots = s.maxMatch/s.sparseStride + 2
