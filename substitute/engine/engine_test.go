@@ -302,15 +302,27 @@ func checkOne(t *testing.T, rules []Rule, prio Priority, input []byte, rng *rand
 		if err != nil {
 			t.Fatalf("#%d: %v", it, err)
 		}
-		// Checkpoints every 1, 2 or 4 bytes, so short bodies exercise them.
-		s.memoStride = 1 << rng.IntN(3)
-		s.memoSlots = s.maxMatch/s.memoStride + 2
+		// A memo ring of 2, 4 or 8 positions and sparse states every 1 to
+		// 8, so short bodies wrap them.
+		s.ringSize = 2 << rng.IntN(3)
+		s.sparseStride = 1 << rng.IntN(4)
+		s.sparseSlots = s.maxMatch/s.sparseStride + 2
 		whole, st, err := run(s, randVars, input, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if st.Dropped() == 0 && !bytes.Equal(whole, want) {
 			t.Fatalf("#%d rules %+v prio %d max %d input %q:\n got %q\nwant %q", it, rules, prio, maxMatch, input, whole, want)
+		}
+		// Drops are outside the reference: the memo must not change them.
+		s.noMemo = true
+		plain, pst, err := run(s, randVars, input, nil)
+		s.noMemo = false
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(plain, whole) || pst.Dropped() != st.Dropped() {
+			t.Fatalf("#%d rules %+v prio %d max %d input %q: with memo %q (%d dropped), without %q (%d dropped)", it, rules, prio, maxMatch, input, whole, st.Dropped(), plain, pst.Dropped())
 		}
 		for _, chunks := range [][]int{{1}, {1 + rng.IntN(4), 1 + rng.IntN(7)}, {rng.IntN(len(input) + 1)}} {
 			if chunks[0] == 0 {
@@ -425,5 +437,103 @@ func TestEmitsEagerly(t *testing.T) {
 	}
 	if want := "data: 1\n\nxx Xcehelphell"; buf.String() != want {
 		t.Fatalf("after Close: %q, want %q", buf.String(), want)
+	}
+}
+
+// TestHostileBodies: on the bodies of BenchmarkWorstCase (shortened), the
+// memo path changes nothing: same output and drops as plain anchored
+// attempts, in any chunking, and the reference's output when nothing is
+// dropped.
+func TestHostileBodies(t *testing.T) {
+	cases := hostileCases()
+	cases = append(cases, struct {
+		name  string
+		rules []Rule
+		body  []byte
+	}{"tags closed", []Rule{rx(`<a [^>]*>`, "T"), lit("<a", "L")}, []byte(strings.Repeat("<a ", 1000) + ">" + strings.Repeat("<a ", 500))})
+	for _, hc := range cases {
+		body := hc.body[:min(len(hc.body), 6000)]
+		for _, maxMatch := range []int{64, 1000, DefaultMaxMatch} {
+			s := mustCompile(t, hc.rules, Options{MaxMatch: maxMatch})
+			s.noMemo = true
+			want, plain, err := run(s, nil, body, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.noMemo = false
+			for _, chunks := range [][]int{nil, {1}, {7, 13}, {4096}} {
+				got, st, err := run(s, nil, body, chunks)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) || st.Dropped() != plain.Dropped() {
+					t.Fatalf("%s max_match %d chunks %v: output or drops (%d, want %d) differ from plain attempts", hc.name, maxMatch, chunks, st.Dropped(), plain.Dropped())
+				}
+			}
+			if plain.Dropped() == 0 {
+				if ref := reference(hc.rules, Longest, nil, body); !bytes.Equal(want, ref) {
+					t.Fatalf("%s max_match %d: output differs from the reference", hc.name, maxMatch)
+				}
+			}
+			// Every "<a " more than max_match bytes from the end is dropped.
+			drops := 0
+			if last := len(body) - maxMatch - 1; last >= 0 {
+				drops = last/3 + 1
+			}
+			switch {
+			case hc.name == "tags" && (!bytes.Equal(want, body) || plain.Dropped() != drops):
+				t.Fatalf("tags max_match %d: want the body unchanged and %d drops, got %d", maxMatch, drops, plain.Dropped())
+			case hc.name == "tags closed" && maxMatch == DefaultMaxMatch && string(want) != "T"+strings.Repeat("L ", 500):
+				t.Fatalf("tags closed: got %.40q...", want)
+			}
+		}
+	}
+}
+
+// TestMemoAgainstPlainAttempts: on longer random bodies full of candidates
+// (so attempts overlap, join the memo path and wrap its ring), with small
+// max_match values (so drops abound, which the reference does not cover) and
+// now and then a DFA cache that keeps resetting, the memo changes neither
+// the output nor the drops of plain anchored attempts, in any chunking.
+func TestMemoAgainstPlainAttempts(t *testing.T) {
+	iters := 2000
+	if testing.Short() || raceEnabled {
+		iters = 200
+	}
+	rng := rand.New(rand.NewPCG(7, 9))
+	alpha := []string{"a", "b", "<a ", "aa", " ", "\n", "é", ">", "ab"}
+	for it := range iters {
+		rules := randRules(rng)
+		prio := Priority(rng.IntN(2))
+		var in []byte
+		for range rng.IntN(600) {
+			in = append(in, alpha[rng.IntN(len(alpha))]...)
+		}
+		cache := 0
+		if rng.IntN(4) == 0 {
+			cache = 1 << 16
+		}
+		s, err := Compile(rules, Options{Priority: prio, MaxMatch: 1 + rng.IntN(300), CacheSize: cache})
+		if err != nil {
+			continue // too large for the tiny cache
+		}
+		s.ringSize = 1 << rng.IntN(8)
+		s.sparseStride = 1 << rng.IntN(7)
+		s.sparseSlots = s.maxMatch/s.sparseStride + 2
+		for _, chunks := range [][]int{nil, {1}, {1 + rng.IntN(50), 1 + rng.IntN(9)}} {
+			s.noMemo = true
+			want, plain, err := run(s, randVars, in, chunks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.noMemo = false
+			got, st, err := run(s, randVars, in, chunks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) || st.Dropped() != plain.Dropped() {
+				t.Fatalf("#%d rules %+v prio %d max %d ring %d input %q chunks %v:\n got %q (%d dropped)\nwant %q (%d dropped)", it, rules, prio, s.maxMatch, s.ringSize, in, chunks, got, st.Dropped(), want, plain.Dropped())
+			}
+		}
 	}
 }

@@ -7,7 +7,8 @@ import (
 )
 
 // FuzzSubstitute checks, for two fuzzed rules and a fuzzed body, that the
-// output does not depend on how the body is split into writes, and that it
+// output does not depend on how the body is split into writes nor on the
+// memo path (see pathMemo), and that it
 // equals the reference whenever the body is valid UTF-8 and nothing was
 // dropped.
 func FuzzSubstitute(f *testing.F) {
@@ -43,6 +44,14 @@ func FuzzSubstitute(f *testing.F) {
 		}
 		if !bytes.Equal(whole, chunked) {
 			t.Fatalf("chunked output %q differs from whole %q", chunked, whole)
+		}
+		s.noMemo = true
+		plain, pst, err := run(s, nil, body, []int{1 + int(split)%16, 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(whole, plain) || st.Dropped() != pst.Dropped() {
+			t.Fatalf("output %q (%d dropped) differs from plain attempts %q (%d dropped)", whole, st.Dropped(), plain, pst.Dropped())
 		}
 		if st.Dropped() == 0 && utf8.Valid(body) && (!lit2 || utf8.ValidString(p2)) {
 			if want := reference(rules, prio, nil, body); !bytes.Equal(whole, want) {

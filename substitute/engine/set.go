@@ -56,15 +56,19 @@ type Set struct {
 	prog     nfa
 	dfa      *dfa
 	tmpl     []template
-	// Checkpoints of failed attempts (see checkpoint): every memoStride
-	// bytes (a power of two), in a ring of memoSlots.
-	memoStride, memoSlots int
-	caps                  []*capProg // per rule whose replacement uses groups, else nil
-	maxCap                int        // largest capProg.ncap
-	varNames              []string
-	all                   Mask
-	full                  [4]*state // start states with every rule active, by prevClass
-	classes               [256]uint8
+	// ringSize is how many positions of the memo path a stream keeps (a
+	// power of two; see pathMemo). noMemo turns the memo off (tests).
+	ringSize int
+	noMemo   bool
+	// sparseStride (a power of two) and sparseSlots size the memo path's
+	// sparse states, which cover MaxMatch.
+	sparseStride, sparseSlots int
+	caps                      []*capProg // per rule whose replacement uses groups, else nil
+	maxCap                    int        // largest capProg.ncap
+	varNames                  []string
+	all                       Mask
+	full                      [4]*state // start states with every rule active, by prevClass
+	classes                   [256]uint8
 
 	// Prefilter: a match can only start at i if (b[i], b[i+1]) is in pair,
 	// or, for the last byte available, if b[i] is in first.
@@ -183,11 +187,12 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 	for x, v := range s.pair {
 		s.pair7[x&0x7F7F] |= v
 	}
-	s.memoStride = 64
-	for s.maxMatch/s.memoStride > 64 {
-		s.memoStride *= 2
+	s.ringSize = 128
+	s.sparseStride = 64
+	for s.maxMatch/s.sparseStride > 64 {
+		s.sparseStride *= 2
 	}
-	s.memoSlots = s.maxMatch/s.memoStride + 2
+	s.sparseSlots = s.maxMatch/s.sparseStride + 2
 	return s, nil
 }
 

@@ -46,14 +46,30 @@ type Stream struct {
 	idx []int // submatch offsets
 	// base is the offset in the body of the first byte process is given.
 	base int64
-	// The memo of the last attempt that found no match (see checkpoint).
-	memo       []checkpoint
-	memoID     uint32 // attempt the memo describes; 0: none
-	memoEnd    int64  // where it died, or its last byte if it hit MaxMatch
-	memoLimit  *state // its state after MaxMatch+1 bytes; nil if it died
-	attemptID  uint32 // id of the running attempt
-	nextID     uint32
-	runMatched bool // the attempt's own run recorded a match
+
+	// The memo path: that of the attempt run furthest (see pathMemo).
+	// Positions are body offsets; the state at position p is the one
+	// before byte p.
+	ring    []*state // ring[p & (len-1)] for p in [ringLo, ringHi]
+	ownRing []*state // the running attempt's own states, same indexing
+	// The path's states every sparseStride positions as far as it was run,
+	// in slots (p / sparseStride) % len, for attempts that meet it late.
+	sparse      []*state
+	ownSparse   []*state
+	sparseHi    int64 // last position sparse holds (from ringLo on)
+	ownSparseHi int64
+	ringLo      int64
+	ringHi      int64
+	memoOK      bool   // the path is usable
+	memoEnd     int64  // last byte the path was run over
+	memoLimit   *state // its state after memoEnd; nil if it died there
+	memoMatch   int64  // position of its last match event (-1: none)
+	memoRule    int32  // the rule of that event
+	// The running attempt's side of the memo.
+	merged    bool  // it joined the path (ring then describes its path)
+	ownHi     int64 // last position it wrote to the ring before joining
+	lastEvent int64 // position of its last match event (-1: none)
+	lastRule  int32
 
 	varVals  [][]byte
 	varKnown []uint8 // 0: not looked up yet, 1: value, 2: unknown
@@ -61,20 +77,23 @@ type Stream struct {
 
 // holdSlack is how much new input a stream copies next to pending bytes at a
 // time.
-const holdSlack = 1024
+const holdSlack = 256
 
 // NewStream returns a stream that writes the substituted body to dst.
 func (s *Set) NewStream(dst io.Writer, vars Vars) *Stream {
 	st := &Stream{
-		set:      s,
-		active:   NewMask(len(s.rules)),
-		matched:  NewMask(len(s.rules)),
-		scratch:  NewMask(len(s.rules)),
-		hold:     make([]byte, 1, 1+s.maxMatch+holdSlack),
-		varVals:  make([][]byte, len(s.varNames)),
-		varKnown: make([]uint8, len(s.varNames)),
-		idx:      make([]int, s.maxCap),
-		memo:     make([]checkpoint, s.memoSlots),
+		set:       s,
+		active:    NewMask(len(s.rules)),
+		matched:   NewMask(len(s.rules)),
+		scratch:   NewMask(len(s.rules)),
+		hold:      make([]byte, 1, 1+s.maxMatch+holdSlack),
+		varVals:   make([][]byte, len(s.varNames)),
+		varKnown:  make([]uint8, len(s.varNames)),
+		idx:       make([]int, s.maxCap),
+		ring:      make([]*state, s.ringSize),
+		ownRing:   make([]*state, s.ringSize),
+		sparse:    make([]*state, s.sparseSlots),
+		ownSparse: make([]*state, s.sparseSlots),
 	}
 	st.Reset(dst, vars)
 	return st
@@ -91,7 +110,11 @@ func (st *Stream) Reset(dst io.Writer, vars Vars) {
 	st.hold = st.hold[:1]
 	st.prev = -1
 	st.base = 0
-	st.memoID = 0
+	st.memoOK = false
+	clear(st.ring) // let old states be collected after cache resets
+	clear(st.ownRing)
+	clear(st.sparse)
+	clear(st.ownSparse)
 	st.running = false
 	for i := range st.varVals {
 		st.varVals[i] = st.varVals[i][:0]
@@ -214,11 +237,7 @@ func (st *Stream) process(buf []byte, start int, final bool) int {
 			st.runPrev = prevClass(st.prevByte(buf, start, j))
 			st.runState = st.startState(st.runPrev)
 			st.runLen, st.bestLen = 0, -1
-			st.nextID++
-			if st.nextID == 0 {
-				st.nextID = 1
-			}
-			st.attemptID = st.nextID
+			st.beginAttempt(buf, start, j)
 		}
 		if !st.advance(buf, start, j, final) {
 			st.write(buf[emit:j])
@@ -230,7 +249,6 @@ func (st *Stream) process(buf []byte, start int, final bool) int {
 			continue
 		}
 		e := j + st.bestLen
-		st.memoID = 0
 		st.write(buf[emit:j])
 		st.replace(buf, start, j, e, int(st.bestRule))
 		emit, i = e, e
@@ -261,34 +279,98 @@ const (
 	runDead    = iota // no thread left: the attempt is resolved
 	runLimit          // threads alive after MaxMatch+1 bytes
 	runStarved        // out of input
-	runMerged         // reached a checkpoint of the memo attempt
+	runMerged         // joined the memo path
 )
 
-// checkpoint records the DFA state of an attempt at a body offset.
-//
-// Attempts are anchored, so after a failed attempt the next candidate
-// rescans bytes the failed one already read. Two attempts in the same state
-// at the same offset go on identically, so when an attempt reaches a
-// checkpoint of the last attempt that found no match, in the same state,
-// its fate is known: it dies where that one died, with no further match, or
-// it reaches that one's MaxMatch limit in the same state and goes on from
-// there. Checkpoints are kept every stride bytes in a small ring, which
-// makes a hostile body (say "<a <a <a ..." against <a [^>]*>) cost about
-// stride bytes per attempt instead of MaxMatch.
-type checkpoint struct {
-	pos int64
-	st  *state
-	id  uint32
+// pathMemo: attempts are anchored, so after an attempt the next candidate
+// reads again bytes the last one read. Two attempts in the same DFA state
+// at the same position go on identically from there. So the stream keeps
+// the path of the attempt run furthest (a resolved attempt replaces it if
+// it joined it or stopped no earlier): its state at each of the next
+// len(ring) positions, how far it was run (memoEnd), its state there
+// (memoLimit, or nil if it died), and its last match event; plus its state
+// every sparseStride positions as far as it was run, for attempts that
+// meet it later than len(ring) bytes after their start. An attempt
+// compares its state with the path at every byte; once they agree at a
+// position p <= memoEnd, its fate up to memoEnd is the path's: it inherits
+// the path's last match event after p, and either dies where the path died
+// or jumps to memoEnd+1 in state memoLimit and runs on from there (up to its
+// own MaxMatch limit, which lies past memoEnd since it started later). Its
+// path is then the memo for the next attempt. Each path position is thus
+// run over once, plus once more to refill the ring as attempts start
+// further on; an attempt that does not join the path within len(ring)
+// bytes pays for its own run. On a hostile body ("<a <a <a ..." against
+// <a [^>]*>) attempts join the path after a few bytes and each byte costs a
+// small constant number of DFA steps, whatever MaxMatch.
+
+// beginAttempt prepares the memo for an attempt anchored at buf[j]: the
+// path's positions before j+1 are forgotten and the ring is refilled from
+// the path's last stored state up to memoEnd+1 (or the ring's size).
+func (st *Stream) beginAttempt(buf []byte, start, j int) {
+	delta := st.base - int64(start)
+	lo := int64(j+1) + delta
+	st.merged, st.lastEvent = false, -1
+	st.ownHi, st.ownSparseHi = lo-1, lo-1
+	if st.memoOK && (st.set.noMemo || lo > st.memoEnd || st.ringHi < st.ringLo || st.ringHi-delta < int64(start)) {
+		st.memoOK = false
+	}
+	if st.memoOK {
+		s := st.set
+		m := int64(len(st.ring) - 1)
+		hi := min(st.memoEnd+1, lo+m, int64(len(buf))+delta)
+		t := st.ring[st.ringHi&m]
+		for p := st.ringHi + 1; p <= hi; p++ {
+			t = s.step(t, buf[p-1-delta])
+			st.ring[p&m] = t
+		}
+		st.ringHi = max(st.ringHi, hi)
+	}
+	st.ringLo = lo
+}
+
+// step returns the DFA state after t reads b (the hot loop of runDFA has
+// it inline: it is over the inlining budget).
+func (s *Set) step(t *state, b byte) *state {
+	c := int(s.classes[b])
+	if n := t.next[c].Load(); n != nil {
+		return n
+	}
+	return s.dfa.next(t, c)
 }
 
 // runDFA runs the attempt anchored at buf[j] from state t over buf[k:],
 // recording its best match in st.bestLen and st.bestRule. delta converts a
-// buf index to a body offset; memo enables checkpoints. It returns the last state and the index of
-// the last byte consumed.
+// buf index to a body offset; memo makes the run use and extend the memo
+// path (the drop reruns do not). It returns the last state, the index of
+// the last byte consumed and why it stopped.
 func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64, memo bool) (*state, int, int) {
 	s := st.set
 	limit := j + s.maxMatch // the last byte the attempt may consume
-	mask := int64(s.memoStride - 1)
+	if !memo {
+		for ; k < len(buf); k++ {
+			t = s.step(t, buf[k])
+			if t.match >= 0 {
+				st.bestLen, st.bestRule = k-j, t.match
+			}
+			if len(t.pcs) == 0 {
+				return t, k, runDead
+			}
+			if k == limit {
+				return t, k, runLimit
+			}
+		}
+		return t, k - 1, runStarved
+	}
+	ring := st.ring
+	m := int64(len(ring) - 1)
+	winHi := st.ringLo + m // last position the ring can hold
+	joinHi := int64(-1)    // last position where joining the path helps
+	sparseJoinHi := int64(-1)
+	if st.memoOK && !st.merged {
+		joinHi = min(st.ringHi, st.memoEnd)
+		sparseJoinHi = min(st.sparseHi, st.memoEnd)
+	}
+	stride := int64(s.sparseStride - 1)
 	for ; k < len(buf); k++ {
 		c := int(s.classes[buf[k]])
 		n := t.next[c].Load()
@@ -296,9 +378,10 @@ func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64, memo bool)
 			n = s.dfa.next(t, c)
 		}
 		t = n
+		pos := int64(k+1) + delta
 		if t.match >= 0 {
 			st.bestLen, st.bestRule = k-j, t.match
-			st.runMatched = true
+			st.lastEvent, st.lastRule = pos, t.match
 		}
 		if len(t.pcs) == 0 {
 			return t, k, runDead
@@ -306,12 +389,29 @@ func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64, memo bool)
 		if k == limit {
 			return t, k, runLimit
 		}
-		if pos := int64(k+1) + delta; pos&mask == 0 && memo {
-			cp := &st.memo[(pos/int64(s.memoStride))%int64(len(st.memo))]
-			if st.memoID != 0 && cp.id == st.memoID && cp.pos == pos && cp.st == t {
+		if pos&stride == 0 {
+			slot := int(pos/int64(s.sparseStride)) % len(st.sparse)
+			switch {
+			case pos <= sparseJoinHi && st.sparse[slot] == t:
 				return t, k, runMerged
+			case !st.merged:
+				st.ownSparse[slot] = t
+				st.ownSparseHi = pos
+			case pos == st.sparseHi+stride+1:
+				st.sparse[slot] = t
+				st.sparseHi = pos
 			}
-			*cp = checkpoint{pos: pos, st: t, id: st.attemptID}
+		}
+		switch {
+		case pos <= joinHi && ring[pos&m] == t:
+			return t, k, runMerged
+		case pos > winHi:
+		case !st.merged:
+			st.ownRing[pos&m] = t
+			st.ownHi = pos
+		case pos == st.ringHi+1:
+			ring[pos&m] = t
+			st.ringHi = pos
 		}
 	}
 	return t, k - 1, runStarved
@@ -321,17 +421,38 @@ func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64, memo bool)
 // the attempt is resolved (st.bestLen then holds the winner, or -1).
 func (st *Stream) advance(buf []byte, start, j int, final bool) bool {
 	delta := st.base - int64(start)
-	if st.runLen == 0 {
-		st.runMatched = false
-	}
 	t, k, why := st.runDFA(st.runState, buf, j, j+st.runLen, delta, true)
-	for why == runMerged {
-		// From here on this attempt is the memo attempt.
-		st.attemptID = st.memoID
-		if st.memoLimit == nil {
-			return st.resolved(buf, j, t, int(st.memoEnd-delta), runDead, delta)
+	if why == runMerged {
+		// From position p on, this attempt follows the memo path.
+		p := int64(k+1) + delta
+		st.merged = true
+		m := int64(len(st.ring) - 1)
+		for q := st.ringLo; q < p && q <= st.ownHi; q++ {
+			st.ring[q&m] = st.ownRing[q&m]
 		}
-		t, k, why = st.runDFA(st.memoLimit, buf, j, int(st.memoEnd-delta)+1, delta, true)
+		if p > st.ringHi { // joined at a sparse position past the ring
+			st.ringHi = st.ownHi
+		}
+		stride := int64(st.set.sparseStride)
+		for q := (st.ringLo + stride - 1) / stride * stride; q < p; q += stride {
+			slot := int(q/stride) % len(st.sparse)
+			st.sparse[slot] = st.ownSparse[slot]
+		}
+		if st.memoMatch > p {
+			st.bestLen, st.bestRule = int(st.memoMatch-1-delta)-j, st.memoRule
+			st.lastEvent, st.lastRule = st.memoMatch, st.memoRule
+		}
+		k = int(st.memoEnd - delta)
+		if st.memoLimit == nil {
+			return st.resolved(buf, j, t, k, runDead, delta)
+		}
+		// The path's state after memoEnd was never stored: store it, so
+		// that the sparse states stay contiguous.
+		if q := st.memoEnd + 1; q%stride == 0 && q == st.sparseHi+stride {
+			st.sparse[int(q/stride)%len(st.sparse)] = st.memoLimit
+			st.sparseHi = q
+		}
+		t, k, why = st.runDFA(st.memoLimit, buf, j, k+1, delta, true)
 	}
 	if why == runStarved && !final {
 		st.runState, st.runLen = t, len(buf)-j
@@ -340,24 +461,28 @@ func (st *Stream) advance(buf []byte, start, j int, final bool) bool {
 	if why == runStarved {
 		if m := st.set.dfa.eofMatch(t); m >= 0 {
 			st.bestLen, st.bestRule = len(buf)-j, m
-			st.runMatched = true
 		}
 	}
 	return st.resolved(buf, j, t, k, why, delta)
 }
 
-// resolved ends an attempt: it handles a drop, and remembers an attempt
-// that found nothing as the memo.
+// resolved ends an attempt: its path becomes the memo path unless the memo
+// path was run further, and a drop is handled.
 func (st *Stream) resolved(buf []byte, j int, t *state, k, why int, delta int64) bool {
-	if st.runMatched {
-		st.memoID = 0
-	} else if why != runStarved {
-		st.memoID = st.attemptID
-		st.memoEnd = int64(k) + delta
+	if end := int64(k) + delta; st.merged || !st.memoOK || end >= st.memoEnd {
+		if !st.merged {
+			st.ring, st.ownRing = st.ownRing, st.ring
+			st.ringHi = st.ownHi
+			st.sparse, st.ownSparse = st.ownSparse, st.sparse
+			st.sparseHi = st.ownSparseHi
+		}
+		st.memoOK = true
+		st.memoEnd = end
 		st.memoLimit = nil
-		if why == runLimit {
+		if why != runDead {
 			st.memoLimit = t
 		}
+		st.memoMatch, st.memoRule = st.lastEvent, st.lastRule
 	}
 	if why == runLimit {
 		st.drop(buf, j, t)
