@@ -17,14 +17,6 @@ const (
 	fuzzStranger = "198.51.100.1:4711"
 )
 
-func fuzzResolver(t *testing.T, config string) *Handler {
-	h, err := tryProvision(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
-
 // handlersByHops provisions, on first use, one handler per hops value from
 // a config format with a %d for hops.
 type handlersByHops struct {
@@ -35,7 +27,7 @@ type handlersByHops struct {
 func (hs *handlersByHops) get(t *testing.T, hops uint8) (*Handler, int) {
 	n := int(hops%maxHops) + 1
 	if hs.cache[n] == nil {
-		hs.cache[n] = fuzzResolver(t, fmt.Sprintf(hs.format, n))
+		hs.cache[n] = provision(t, fmt.Sprintf(hs.format, n))
 	}
 	return hs.cache[n], n
 }
@@ -163,7 +155,7 @@ func FuzzSingleHeader(f *testing.F) {
 	var h *Handler
 	f.Fuzz(func(t *testing.T, value string) {
 		if h == nil {
-			h = fuzzResolver(t, `{"trusted_proxies":["10.0.0.0/8"],"header":"X-Client"}`)
+			h = provision(t, `{"trusted_proxies":["10.0.0.0/8"],"header":"X-Client"}`)
 		}
 		res := h.resolver.resolve(fuzzEdgePeer, http.Header{"X-Client": {value}})
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
@@ -94,7 +95,7 @@ func TestServeXFFTrimmedToTheVouchedPart(t *testing.T) {
 	} {
 		header := http.Header{"X-Forwarded-For": tc.lines}
 		s, _ := serve(t, h, "10.0.0.1:1", header)
-		if got := s.header["X-Forwarded-For"]; !equal(got, tc.want) || s.clientIP != "203.0.113.7" {
+		if got := s.header["X-Forwarded-For"]; !slices.Equal(got, tc.want) || s.clientIP != "203.0.113.7" {
 			t.Errorf("%q: X-Forwarded-For %q client %v, want %q 203.0.113.7", tc.lines, got, s.clientIP, tc.want)
 		}
 	}
@@ -106,11 +107,11 @@ func TestServeHeaderModeSetsXFFToClient(t *testing.T) {
 	if s.clientIP != "2001:db8::7" || s.repl["http.client_ip.source"] != "header" {
 		t.Errorf("client %v source %s", s.clientIP, s.repl["http.client_ip.source"])
 	}
-	if got := s.header["X-Forwarded-For"]; !equal(got, []string{"2001:db8::7"}) {
+	if got := s.header["X-Forwarded-For"]; !slices.Equal(got, []string{"2001:db8::7"}) {
 		t.Errorf("X-Forwarded-For %q, want just the client", got)
 	}
 	s, _ = serve(t, h, "10.0.0.1:1", hdr("CF-Connecting-IP", "203.0.113.7"))
-	if got := s.header["X-Forwarded-For"]; !equal(got, []string{"203.0.113.7"}) {
+	if got := s.header["X-Forwarded-For"]; !slices.Equal(got, []string{"203.0.113.7"}) {
 		t.Errorf("X-Forwarded-For %q, want just the client", got)
 	}
 }
@@ -217,16 +218,4 @@ func TestMetricsSurviveAReload(t *testing.T) {
 		}
 		cancel()
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
