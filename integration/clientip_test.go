@@ -63,7 +63,7 @@ func TestClientIPThroughTheEdge(t *testing.T) {
 		req.Header.Set("X-Forwarded-For", "6.6.6.6, 203.0.113.7, 127.0.0.1")
 		req.Header.Set("X-Edge-Secret", "pop-proves-itself")
 		req.Header.Set("CF-Connecting-IP", "203.0.113.7")
-		echo, proto := getEcho(t, client, req)
+		echo, proto := GetEcho(t, client, req)
 		if proto != wantProto {
 			t.Fatalf("spoke %s, want %s", proto, wantProto)
 		}
@@ -108,7 +108,7 @@ func TestClientIPCallerBypassingTheEdge(t *testing.T) {
 			for name, value := range spoofHeaders {
 				req.Header.Set(name, value)
 			}
-			echo, _ := getEcho(t, client, req)
+			echo, _ := GetEcho(t, client, req)
 			h := http.Header(echo.Headers)
 			peer := h.Get("X-Seen-Peer")
 			if peer != "127.0.0.1" && peer != "::1" {
@@ -183,7 +183,7 @@ http://127.0.0.1:{$HTTP_PORT} {
 	}
 	req, _ = http.NewRequest(http.MethodGet, c.URL("/edge/ok"), nil)
 	req.Header.Set("X-Forwarded-For", "203.0.113.7")
-	echo, _ := getEcho(t, client, req)
+	echo, _ := GetEcho(t, client, req)
 	if xff := http.Header(echo.Headers).Get("X-Forwarded-For"); xff != "203.0.113.7, 127.0.0.1" {
 		t.Errorf("trusted request: origin saw X-Forwarded-For %q", xff)
 	}
@@ -216,7 +216,7 @@ http://127.0.0.1:{$HTTP_PORT} {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, c.URL("/after"), nil)
 		req.Header.Set("X-Forwarded-For", "203.0.113.7")
-		echo, _ := getEcho(t, c.Client(), req)
+		echo, _ := GetEcho(t, c.Client(), req)
 		if got := http.Header(echo.Headers).Get("X-Seen-Client"); got != "203.0.113.7" {
 			t.Fatalf("old config not serving: origin saw client %q", got)
 		}
@@ -274,20 +274,6 @@ func overH1AndH3(t *testing.T, c *Caddy, prefix string, fn func(t *testing.T, cl
 	t.Run("h3", func(t *testing.T) { fn(t, c.H3Client(), c.HTTPSURL(prefix+"-h3"), "HTTP/3.0") })
 }
 
-// getEcho is GetEcho that also returns the protocol the client spoke.
-func getEcho(t *testing.T, client *http.Client, req *http.Request) (Echo, string) {
-	t.Helper()
-	status, body, proto := do(t, client, req)
-	if status != http.StatusOK {
-		t.Fatalf("%s: status %d: %s", req.URL, status, body)
-	}
-	var e Echo
-	if err := json.Unmarshal([]byte(body), &e); err != nil {
-		t.Fatalf("decoding echo %q: %v", body, err)
-	}
-	return e, proto
-}
-
 func do(t *testing.T, client *http.Client, req *http.Request) (status int, body, proto string) {
 	t.Helper()
 	resp, err := client.Do(req)
@@ -333,16 +319,6 @@ func accessLogEntry(t *testing.T, c *Caddy, path string) accessEntry {
 	return found
 }
 
-func grepLines(text, substr string) string {
-	var out []string
-	for line := range strings.SplitSeq(text, "\n") {
-		if strings.Contains(line, substr) {
-			out = append(out, line)
-		}
-	}
-	return strings.Join(out, "\n")
-}
-
 // TestClientIPHeaderAndForwardedModes: the edge writes the caller in
 // CF-Connecting-IP or in RFC 7239 Forwarded; the origin gets an
 // X-Forwarded-For of just that caller plus the peer, whatever the caller
@@ -377,7 +353,7 @@ http://127.0.0.1:{$HTTP_PORT} {
 		req, _ := http.NewRequest(http.MethodGet, c.URL(tc.path), nil)
 		req.Header.Set("X-Forwarded-For", "6.6.6.6")
 		req.Header.Set(tc.header, tc.value)
-		echo, _ := getEcho(t, client, req)
+		echo, _ := GetEcho(t, client, req)
 		if got := http.Header(echo.Headers).Get("X-Forwarded-For"); got != tc.want {
 			t.Errorf("%s with %s %q: origin saw X-Forwarded-For %q, want %q", tc.path, tc.header, tc.value, got, tc.want)
 		}

@@ -300,6 +300,18 @@ func (c *Caddy) Metrics() string {
 // Logs returns everything Caddy wrote to stdout and stderr so far.
 func (c *Caddy) Logs() string { return c.logs.String() }
 
+// grepLines returns the lines of text that contain substr, to show the
+// relevant part of Logs or Metrics in a failure.
+func grepLines(text, substr string) string {
+	var out []string
+	for line := range strings.SplitSeq(text, "\n") {
+		if strings.Contains(line, substr) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and
 // whose UDP twin is free too (Caddy's HTTP/3 listens on the HTTPS port).
 func FreePort(t testing.TB) int {
@@ -356,8 +368,8 @@ func EchoOrigin(t testing.TB) string {
 }
 
 // GetEcho sends req and decodes an EchoOrigin answer, failing the test on any
-// status but 200.
-func GetEcho(t testing.TB, client *http.Client, req *http.Request) Echo {
+// status but 200. It also returns the protocol the client spoke.
+func GetEcho(t testing.TB, client *http.Client, req *http.Request) (Echo, string) {
 	t.Helper()
 	resp, err := client.Do(req)
 	if err != nil {
@@ -372,7 +384,7 @@ func GetEcho(t testing.TB, client *http.Client, req *http.Request) Echo {
 	if err := json.Unmarshal(body, &e); err != nil {
 		t.Fatalf("decoding echo %q: %v", body, err)
 	}
-	return e
+	return e, resp.Proto
 }
 
 // WaitFor polls cond every 20ms until it holds or timeout passes.

@@ -33,15 +33,10 @@ https://localhost:{$HTTPS_PORT} {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodGet, tc.url, nil)
-			resp, err := tc.client.Do(req)
-			if err != nil {
-				t.Fatal(err)
+			echo, proto := GetEcho(t, tc.client, req)
+			if proto != tc.proto {
+				t.Fatalf("client spoke %s, want %s", proto, tc.proto)
 			}
-			resp.Body.Close()
-			if resp.Proto != tc.proto {
-				t.Fatalf("client spoke %s, want %s", resp.Proto, tc.proto)
-			}
-			echo := GetEcho(t, tc.client, req)
 			if !strings.HasPrefix(echo.URI, req.URL.Path) {
 				t.Errorf("origin saw URI %q, want %q", echo.URI, req.URL.RequestURI())
 			}
@@ -55,7 +50,7 @@ https://localhost:{$HTTPS_PORT} {
 		t.Fatalf("bad reload: status %d body %q; want a refusal naming the directive", status, body)
 	}
 	req, _ := http.NewRequest(http.MethodGet, c.URL("/after-bad-reload"), nil)
-	if echo := GetEcho(t, c.Client(), req); echo.URI != "/after-bad-reload" {
+	if echo, _ := GetEcho(t, c.Client(), req); echo.URI != "/after-bad-reload" {
 		t.Fatalf("old config no longer serving: origin saw %q", echo.URI)
 	}
 }
