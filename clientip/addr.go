@@ -119,15 +119,3 @@ func addrString(addr netip.Addr, text string) string {
 	}
 	return addr.String()
 }
-
-// trimOWS trims the optional whitespace (space and tab) that RFC 9110 allows
-// around list members.
-func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
-}

@@ -287,7 +287,7 @@ func validObfuscated(s string) bool {
 }
 
 func skipOWS(s string, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+	for i < len(s) && isOWS(s[i]) {
 		i++
 	}
 	return i

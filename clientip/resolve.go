@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strings"
 )
 
 // source says where the client address came from.
@@ -127,7 +128,7 @@ func (rs *resolver) resolve(remoteAddr string, header http.Header) resolution {
 			res.reason = reasonInvalid
 			return res
 		}
-		client.addr, client.text, client.valid = parseNode(trimOWS(values[0]))
+		client.addr, client.text, client.valid = parseNode(strings.Trim(values[0], " \t")) // RFC 9110 OWS
 	} else {
 		if rs.hops-1 >= chain.n {
 			res.reason = reasonShortChain
