@@ -31,15 +31,14 @@ const clientIPSite = `
 	reverse_proxy ORIGIN
 `
 
-func startClientIPCaddy(t *testing.T) (*Caddy, string) {
+func startClientIPCaddy(t *testing.T) *Caddy {
 	t.Helper()
 	origin := EchoOrigin(t)
 	site := strings.ReplaceAll(clientIPSite, "ORIGIN", origin)
-	c := StartCaddyWith(t, Options{Env: []string{"EDGE_SECRET=pop-proves-itself"}}, `
+	return StartCaddyWith(t, Options{Env: []string{"EDGE_SECRET=pop-proves-itself"}}, `
 http://127.0.0.1:{$HTTP_PORT} {`+site+`}
 https://localhost:{$HTTPS_PORT} {
 	tls internal`+site+`}`)
-	return c, origin
 }
 
 // spoofHeaders are what a caller bypassing the edge would write to pose as
@@ -53,7 +52,7 @@ var spoofHeaders = map[string]string{
 }
 
 func TestClientIPThroughTheEdge(t *testing.T) {
-	c, _ := startClientIPCaddy(t)
+	c := startClientIPCaddy(t)
 	c.WaitHTTPS(t)
 
 	overH1AndH3(t, c, "/through-edge", func(t *testing.T, client *http.Client, url, wantProto string) {
@@ -95,7 +94,7 @@ func TestClientIPThroughTheEdge(t *testing.T) {
 }
 
 func TestClientIPCallerBypassingTheEdge(t *testing.T) {
-	c, _ := startClientIPCaddy(t)
+	c := startClientIPCaddy(t)
 	c.WaitHTTPS(t)
 
 	overH1AndH3(t, c, "/bypass", func(t *testing.T, client *http.Client, url, _ string) {
