@@ -43,9 +43,6 @@ type responseWriter struct {
 	mode        mode
 	status      int
 	wroteHeader bool
-	mayRetry    bool // the request can be sent again without Range
-	retry       bool // the response was a discarded partial body
-	failed      bool // a partial substitutable body that could not be retried
 	writeErr    error
 
 	memoOn          bool
@@ -79,14 +76,13 @@ func (h *Handler) putWriter(rw *responseWriter) {
 		rw.out.Reset(nil) // drops what an aborted response left
 	}
 	rw.resetResponse()
-	rw.mayRetry = false
 	h.writers.Put(rw)
 }
 
 // resetResponse forgets the current response (before a retry).
 func (rw *responseWriter) resetResponse() {
 	rw.mode, rw.status, rw.wroteHeader = undecided, 0, false
-	rw.retry, rw.failed, rw.writeErr = false, false, nil
+	rw.writeErr = nil
 	rw.memoOn, rw.restricted = false, false
 	rw.etag, rw.host, rw.path, rw.qry = "", "", "", ""
 }
@@ -123,13 +119,8 @@ func (rw *responseWriter) WriteHeader(status int) {
 		// A fragment of a substitutable body must not reach the client,
 		// and cannot be substituted (matches may cross its edges; its
 		// Content-Range counts unsubstituted bytes). Ask again without
-		// Range, or fail. multipart/byteranges may hide any type.
+		// Range (ServeHTTP), or fail. multipart/byteranges may hide any type.
 		rw.mode = discarding
-		if rw.mayRetry {
-			rw.retry = true
-		} else {
-			rw.failed = true
-		}
 		return
 	}
 	enc := parseEncoding(hdr["Content-Encoding"])
