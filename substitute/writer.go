@@ -41,12 +41,10 @@ type responseWriter struct {
 	body   io.Writer // where body bytes go when substituting or copying
 
 	mode        mode
-	status      int
 	wroteHeader bool
 	writeErr    error
 
 	memoOn          bool
-	restricted      bool
 	etag            string
 	host, path, qry string
 }
@@ -81,9 +79,9 @@ func (h *Handler) putWriter(rw *responseWriter) {
 
 // resetResponse forgets the current response (before a retry).
 func (rw *responseWriter) resetResponse() {
-	rw.mode, rw.status, rw.wroteHeader = undecided, 0, false
+	rw.mode, rw.wroteHeader = undecided, false
 	rw.writeErr = nil
-	rw.memoOn, rw.restricted = false, false
+	rw.memoOn = false
 	rw.etag, rw.host, rw.path, rw.qry = "", "", "", ""
 }
 
@@ -110,7 +108,7 @@ func (rw *responseWriter) WriteHeader(status int) {
 		rw.ResponseWriter.WriteHeader(status) // informational: not the response
 		return
 	}
-	rw.wroteHeader, rw.status = true, status
+	rw.wroteHeader = true
 	hdr := rw.Header()
 	mediaType := mediaTypeOf(hdr.Get("Content-Type"))
 	eligibleType := rw.h.typeMatches(mediaType)
@@ -185,7 +183,6 @@ func (rw *responseWriter) useMemo(etag string) {
 	default:
 		metrics.memoRestricted.Inc()
 		rw.stream.Restrict(matched)
-		rw.restricted = true
 	}
 }
 
