@@ -168,21 +168,11 @@ https://localhost:{$HTTPS_PORT} {
 
 func fetch(t *testing.T, client *http.Client, url, acceptEncoding string) (*http.Response, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	req.Header.Set("Accept-Encoding", acceptEncoding)
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: reading body: %v", url, err)
-	}
+	resp, body := getSubst(t, client, url, map[string]string{"Accept-Encoding": acceptEncoding})
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: status %d", url, resp.StatusCode)
 	}
-	return resp, body
+	return resp, []byte(body)
 }
 
 func decode(t *testing.T, encoding string, body []byte) []byte {

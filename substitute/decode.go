@@ -134,16 +134,29 @@ func (d *decoder) runDeflate(dst io.Writer) error {
 		hdr[i] = b
 	}
 	d.peek = append(d.peek[:0], hdr[:]...)
+	var err error
 	if hdr[0]&0x0f == 8 && (uint16(hdr[0])<<8|uint16(hdr[1]))%31 == 0 {
-		zr, err := zlib.NewReader(d)
+		zr, _ := zlibReaders.Get().(io.ReadCloser)
+		if zr == nil {
+			zr, err = zlib.NewReader(d)
+		} else {
+			err = zr.(zlib.Resetter).Reset(d, nil)
+		}
 		if err != nil {
 			return err
 		}
 		_, err = io.Copy(dst, zr)
+		zlibReaders.Put(zr)
 		return err
 	}
-	fr := flate.NewReader(d)
-	_, err := io.Copy(dst, fr)
+	fr, _ := flateReaders.Get().(io.ReadCloser)
+	if fr == nil {
+		fr = flate.NewReader(d)
+	} else if err = fr.(flate.Resetter).Reset(d, nil); err != nil {
+		return err
+	}
+	_, err = io.Copy(dst, fr)
+	flateReaders.Put(fr)
 	return err
 }
 
@@ -240,6 +253,8 @@ func (d *decoder) Close(abort bool) error {
 
 var (
 	gzipReaders   sync.Pool
+	zlibReaders   sync.Pool
+	flateReaders  sync.Pool
 	brotliReaders sync.Pool
 	zstdReaders   sync.Pool
 )

@@ -2,6 +2,7 @@ package substitute
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -30,29 +31,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	var saved http.Header
 	// A GET without a body can be sent again. HTTP/3 reports an unknown
 	// length (-1) for every request without Content-Length.
-	if r.Method == http.MethodGet && r.ContentLength <= 0 && len(r.TransferEncoding) == 0 && len(r.Header["Range"]) > 0 {
-		rw.mayRetry = true
+	mayRetry := r.Method == http.MethodGet && r.ContentLength <= 0 && len(r.TransferEncoding) == 0 && len(r.Header["Range"]) > 0
+	if mayRetry {
 		saved = w.Header().Clone() // what outer handlers set, for the retry
 	}
 	err := next.ServeHTTP(rw, r)
-	if err == nil && rw.retry {
+	if err == nil && rw.mode == discarding && mayRetry {
 		metrics.rangeRetries.Inc()
 		hdr := w.Header()
 		clear(hdr)
-		for k, v := range saved {
-			hdr[k] = v
-		}
+		maps.Copy(hdr, saved)
 		r.Header.Del("Range")
 		r.Header.Del("If-Range")
 		rw.resetResponse()
-		rw.mayRetry = false
 		err = next.ServeHTTP(rw, r)
 	}
 	if err != nil {
 		_ = rw.finish(true)
 		return err
 	}
-	if rw.failed {
+	if rw.mode == discarding { // a partial body that was not, or could not be, retried
 		return caddyhttp.Error(http.StatusBadGateway,
 			fmt.Errorf("substitute: partial response (206) of a substitutable type to a request that cannot be retried without Range"))
 	}

@@ -5,6 +5,7 @@ package substitute
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -109,7 +110,7 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	if len(h.Types) == 0 {
-		h.Types = DefaultTypes
+		h.Types = slices.Clone(DefaultTypes) // lowered in place below
 	}
 	for i, t := range h.Types {
 		h.Types[i] = strings.ToLower(strings.TrimSpace(t))

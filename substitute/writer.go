@@ -41,15 +41,10 @@ type responseWriter struct {
 	body   io.Writer // where body bytes go when substituting or copying
 
 	mode        mode
-	status      int
 	wroteHeader bool
-	mayRetry    bool // the request can be sent again without Range
-	retry       bool // the response was a discarded partial body
-	failed      bool // a partial substitutable body that could not be retried
 	writeErr    error
 
 	memoOn          bool
-	restricted      bool
 	etag            string
 	host, path, qry string
 }
@@ -79,15 +74,14 @@ func (h *Handler) putWriter(rw *responseWriter) {
 		rw.out.Reset(nil) // drops what an aborted response left
 	}
 	rw.resetResponse()
-	rw.mayRetry = false
 	h.writers.Put(rw)
 }
 
 // resetResponse forgets the current response (before a retry).
 func (rw *responseWriter) resetResponse() {
-	rw.mode, rw.status, rw.wroteHeader = undecided, 0, false
-	rw.retry, rw.failed, rw.writeErr = false, false, nil
-	rw.memoOn, rw.restricted = false, false
+	rw.mode, rw.wroteHeader = undecided, false
+	rw.writeErr = nil
+	rw.memoOn = false
 	rw.etag, rw.host, rw.path, rw.qry = "", "", "", ""
 }
 
@@ -114,7 +108,7 @@ func (rw *responseWriter) WriteHeader(status int) {
 		rw.ResponseWriter.WriteHeader(status) // informational: not the response
 		return
 	}
-	rw.wroteHeader, rw.status = true, status
+	rw.wroteHeader = true
 	hdr := rw.Header()
 	mediaType := mediaTypeOf(hdr.Get("Content-Type"))
 	eligibleType := rw.h.typeMatches(mediaType)
@@ -123,13 +117,8 @@ func (rw *responseWriter) WriteHeader(status int) {
 		// A fragment of a substitutable body must not reach the client,
 		// and cannot be substituted (matches may cross its edges; its
 		// Content-Range counts unsubstituted bytes). Ask again without
-		// Range, or fail. multipart/byteranges may hide any type.
+		// Range (ServeHTTP), or fail. multipart/byteranges may hide any type.
 		rw.mode = discarding
-		if rw.mayRetry {
-			rw.retry = true
-		} else {
-			rw.failed = true
-		}
 		return
 	}
 	enc := parseEncoding(hdr["Content-Encoding"])
@@ -194,7 +183,6 @@ func (rw *responseWriter) useMemo(etag string) {
 	default:
 		metrics.memoRestricted.Inc()
 		rw.stream.Restrict(matched)
-		rw.restricted = true
 	}
 }
 
