@@ -369,7 +369,7 @@ func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64, memo bool)
 		joinHi = min(st.ringHi, st.memoEnd)
 		sparseJoinHi = min(st.sparseHi, st.memoEnd)
 	}
-	stride := int64(s.sparseStride - 1)
+	strideMask := int64(s.sparseStride - 1)
 	for ; k < len(buf); k++ {
 		c := int(s.classes[buf[k]])
 		n := t.next[c].Load()
@@ -387,7 +387,7 @@ func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64, memo bool)
 		if k == limit {
 			return t, k, runLimit
 		}
-		if pos&stride == 0 {
+		if pos&strideMask == 0 {
 			slot := int(pos/int64(s.sparseStride)) % len(st.sparse)
 			switch {
 			case pos <= sparseJoinHi && st.sparse[slot] == t:
@@ -395,7 +395,7 @@ func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64, memo bool)
 			case !st.merged:
 				st.ownSparse[slot] = t
 				st.ownSparseHi = pos
-			case pos == st.sparseHi+stride+1:
+			case pos == st.sparseHi+int64(s.sparseStride):
 				st.sparse[slot] = t
 				st.sparseHi = pos
 			}
