@@ -57,19 +57,20 @@
 // may read again the bytes it read: a pattern like <a [^>]*> over
 // "<a <a <a ..." would read MaxMatch bytes per candidate. To bound that,
 // the stream keeps the path of the attempt run furthest so far (its DFA
-// state at each of the next 128 positions and every MaxMatch/64 positions
-// beyond, where it stopped, its state there and its last match), and a
-// running attempt compares its state with the path at every byte. Two attempts in the same state at the same
-// position go on identically, so once they agree the attempt takes the
-// path's match events and jumps to where the path stopped, and runs on from
-// there to its own MaxMatch limit (see pathMemo in stream.go). Each
-// position is then run over a bounded number of times whatever MaxMatch,
-// as long as attempts join the path within 128 bytes: on "<a <a <a ..."
-// after 3 bytes, so a hostile body runs at tens of MB/s
-// (BenchmarkWorstCase). Attempts whose states stay apart longer, as with a
-// bounded repetition like a{1,100}b over "aaaa...", each pay until their
-// states meet (about 100 bytes there), plus up to MaxMatch/64 bytes if
-// that is past the first 128.
+// state at each of the next 128 positions and, as far as it was run, every
+// stride positions, where stride is 64 or MaxMatch/64 rounded up to a power
+// of two if larger; where it stopped, its state there and its last match),
+// and a running attempt compares its state with the path at every byte. Two
+// attempts in the same state at the same position go on identically, so
+// once they agree the attempt takes the path's match events and jumps to
+// where the path stopped, and runs on from there to its own MaxMatch limit
+// (see pathMemo in stream.go). Each position is then run over a bounded
+// number of times whatever MaxMatch, as long as attempts join the path
+// within 128 bytes: on "<a <a <a ..." after 3 bytes, so a hostile body runs
+// at tens of MB/s (BenchmarkWorstCase). Attempts whose states stay apart
+// longer, as with a bounded repetition like a{1,100}b over "aaaa...", each
+// pay until their states meet (about 100 bytes there), plus up to a stride
+// if that is past the first 128.
 //
 // A rule still able to grow after MaxMatch bytes is dropped at that
 // position (Stream.Dropped counts it) and the attempt is run again without
@@ -86,7 +87,8 @@
 //
 // A Set is immutable and safe for concurrent use. A Stream holds its
 // attempt's bytes (at most MaxMatch plus a 256-byte window), two rings of
-// 128 states and two of 66 for the memo path and a few words per rule, in all less than
-// MaxMatch + 4 KiB for up to a few hundred rules (TestStreamMemory); it is reused with Reset and
-// allocates nothing per Write in steady state.
+// 128 states and two of at most 66 for the memo path and a few words per
+// rule, in all less than MaxMatch + 4 KiB for up to a few hundred rules
+// (TestStreamMemory); it is reused with Reset and allocates nothing per
+// Write in steady state.
 package engine

@@ -92,19 +92,23 @@ func (c *compiler) alt(a, b frag) frag {
 	return frag{start: pc, outs: append(append([]uint32(nil), a.outs...), b.outs...)}
 }
 
-// star compiles x* (or x*? when nonGreedy).
-func (c *compiler) star(x frag, nonGreedy bool) frag {
-	pc := c.emit(inst{op: opSplit})
-	var exit uint32
+// split emits a split that prefers x (or, when nonGreedy, skipping it) and
+// returns its pc and the patch entry of its branch that skips x.
+func (c *compiler) split(x frag, nonGreedy bool) (pc, skip uint32) {
+	pc = c.emit(inst{op: opSplit})
 	if nonGreedy {
 		c.p.insts[pc].out1 = x.start
-		exit = pc << 1
-	} else {
-		c.p.insts[pc].out = x.start
-		exit = pc<<1 | 1
+		return pc, pc << 1
 	}
+	c.p.insts[pc].out = x.start
+	return pc, pc<<1 | 1
+}
+
+// star compiles x* (or x*? when nonGreedy).
+func (c *compiler) star(x frag, nonGreedy bool) frag {
+	pc, skip := c.split(x, nonGreedy)
 	c.patch(x.outs, pc)
-	return frag{start: pc, outs: []uint32{exit}}
+	return frag{start: pc, outs: []uint32{skip}}
 }
 
 func (c *compiler) plus(x frag, nonGreedy bool) frag {
@@ -112,17 +116,10 @@ func (c *compiler) plus(x frag, nonGreedy bool) frag {
 	return frag{start: x.start, outs: s.outs}
 }
 
+// quest compiles x? (or x?? when nonGreedy).
 func (c *compiler) quest(x frag, nonGreedy bool) frag {
-	pc := c.emit(inst{op: opSplit})
-	var outs []uint32
-	if nonGreedy {
-		c.p.insts[pc].out1 = x.start
-		outs = append([]uint32{pc << 1}, x.outs...)
-	} else {
-		c.p.insts[pc].out = x.start
-		outs = append(append([]uint32(nil), x.outs...), pc<<1|1)
-	}
-	return frag{start: pc, outs: outs}
+	pc, skip := c.split(x, nonGreedy)
+	return frag{start: pc, outs: append(append([]uint32(nil), x.outs...), skip)}
 }
 
 // literal compiles a byte string.

@@ -65,11 +65,10 @@ type Stream struct {
 	memoLimit   *state // its state after memoEnd; nil if it died there
 	memoMatch   int64  // position of its last match event (-1: none)
 	memoRule    int32  // the rule of that event
-	// The running attempt's side of the memo.
-	merged    bool  // it joined the path (ring then describes its path)
-	ownHi     int64 // last position it wrote to the ring before joining
-	lastEvent int64 // position of its last match event (-1: none)
-	lastRule  int32
+	// The running attempt's side of the memo (its last match event is its
+	// best match, bestLen and bestRule).
+	merged bool  // it joined the path (ring then describes its path)
+	ownHi  int64 // last position it wrote to the ring before joining
 
 	varVals  [][]byte
 	varKnown []uint8 // 0: not looked up yet, 1: value, 2: unknown
@@ -309,7 +308,7 @@ const (
 func (st *Stream) beginAttempt(buf []byte, start, j int) {
 	delta := st.base - int64(start)
 	lo := int64(j+1) + delta
-	st.merged, st.lastEvent = false, -1
+	st.merged = false
 	st.ownHi, st.ownSparseHi = lo-1, lo-1
 	if st.memoOK && (st.set.noMemo || lo > st.memoEnd || st.ringHi < st.ringLo || st.ringHi-delta < int64(start)) {
 		st.memoOK = false
@@ -370,7 +369,7 @@ func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64, memo bool)
 		joinHi = min(st.ringHi, st.memoEnd)
 		sparseJoinHi = min(st.sparseHi, st.memoEnd)
 	}
-	stride := int64(s.sparseStride - 1)
+	strideMask := int64(s.sparseStride - 1)
 	for ; k < len(buf); k++ {
 		c := int(s.classes[buf[k]])
 		n := t.next[c].Load()
@@ -381,7 +380,6 @@ func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64, memo bool)
 		pos := int64(k+1) + delta
 		if t.match >= 0 {
 			st.bestLen, st.bestRule = k-j, t.match
-			st.lastEvent, st.lastRule = pos, t.match
 		}
 		if len(t.pcs) == 0 {
 			return t, k, runDead
@@ -389,7 +387,7 @@ func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64, memo bool)
 		if k == limit {
 			return t, k, runLimit
 		}
-		if pos&stride == 0 {
+		if pos&strideMask == 0 {
 			slot := int(pos/int64(s.sparseStride)) % len(st.sparse)
 			switch {
 			case pos <= sparseJoinHi && st.sparse[slot] == t:
@@ -397,7 +395,7 @@ func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64, memo bool)
 			case !st.merged:
 				st.ownSparse[slot] = t
 				st.ownSparseHi = pos
-			case pos == st.sparseHi+stride+1:
+			case pos == st.sparseHi+int64(s.sparseStride):
 				st.sparse[slot] = t
 				st.sparseHi = pos
 			}
@@ -440,7 +438,6 @@ func (st *Stream) advance(buf []byte, start, j int, final bool) bool {
 		}
 		if st.memoMatch > p {
 			st.bestLen, st.bestRule = int(st.memoMatch-1-delta)-j, st.memoRule
-			st.lastEvent, st.lastRule = st.memoMatch, st.memoRule
 		}
 		k = int(st.memoEnd - delta)
 		if st.memoLimit == nil {
@@ -458,12 +455,15 @@ func (st *Stream) advance(buf []byte, start, j int, final bool) bool {
 		st.runState, st.runLen = t, len(buf)-j
 		return false
 	}
+	st.resolved(buf, j, t, k, why, delta)
+	// A match at the end of the body is no event of the path: the path's
+	// own end decides it again for an attempt that joins it.
 	if why == runStarved {
 		if m := st.set.dfa.eofMatch(t); m >= 0 {
 			st.bestLen, st.bestRule = len(buf)-j, m
 		}
 	}
-	return st.resolved(buf, j, t, k, why, delta)
+	return true
 }
 
 // resolved ends an attempt: its path becomes the memo path unless the memo
@@ -482,7 +482,10 @@ func (st *Stream) resolved(buf []byte, j int, t *state, k, why int, delta int64)
 		if why != runDead {
 			st.memoLimit = t
 		}
-		st.memoMatch, st.memoRule = st.lastEvent, st.lastRule
+		st.memoMatch, st.memoRule = -1, st.bestRule
+		if st.bestLen >= 0 {
+			st.memoMatch = int64(j+st.bestLen+1) + delta
+		}
 	}
 	if why == runLimit {
 		st.drop(buf, j, t)
