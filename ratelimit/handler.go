@@ -84,7 +84,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 // decide asks the store about every zone at once.
 func (h *Handler) decide(r *http.Request, keys []requestKey, out []outcome) (bool, error) {
 	if h.redis != nil {
-		return h.redis.decide(r.Context(), h.zones, keys, out)
+		return h.redis.decide(r.Context(), keys, out)
 	}
 	var hashes [maxZones]uint64
 	for i := range keys {

@@ -144,6 +144,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		z.counters = newZoneCounters(z.name)
 	}
 	slices.SortFunc(h.zones, func(a, b *zone) int { return cmp.Compare(a.seq, b.seq) })
+	if h.redis != nil {
+		h.redis.prepare(h.zones)
+	}
 	policies := make([]string, len(h.zones))
 	for i, z := range h.zones {
 		policies[i] = z.policy
