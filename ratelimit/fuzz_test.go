@@ -1,9 +1,12 @@
 package ratelimit
 
 import (
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 // FuzzParseRate: any accepted rate is positive, at most one request per
@@ -75,6 +78,15 @@ func FuzzParseKeyTemplate(f *testing.F) {
 			t.Fatalf("%q: key is both or neither address and text: %+v", s, rk)
 		}
 		_ = rk.hash()
+		if !k.clientIP {
+			// The one-placeholder fast path expands as ReplaceAll does.
+			r := httptest.NewRequest("GET", "http://example.com/", nil)
+			r.Header.Set("X-Api-Key", "2001:db8::1")
+			repl := caddyhttp.NewTestReplacer(r)
+			if got, want := k.key(r), k.fromString(repl.ReplaceAll(s, "")); got != want {
+				t.Fatalf("%q: key %+v, ReplaceAll gives %+v", s, got, want)
+			}
+		}
 		if name := rk.redisName(); len(name) > maxRedisKeyLen+1 && !strings.HasPrefix(name, "#") {
 			t.Fatalf("%q: Redis key name of %d bytes", s, len(name))
 		}

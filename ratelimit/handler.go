@@ -84,7 +84,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 // decide asks the store about every zone at once.
 func (h *Handler) decide(r *http.Request, keys []requestKey, out []outcome) (bool, error) {
 	if h.redis != nil {
-		return h.redis.decide(r.Context(), h.zones, keys, out)
+		return h.redis.decide(r.Context(), keys, out)
 	}
 	var hashes [maxZones]uint64
 	for i := range keys {
@@ -108,8 +108,15 @@ func (h *Handler) clock(r *http.Request) int64 {
 
 // setHeaders writes RateLimit-Policy and RateLimit (draft-ietf-httpapi-
 // ratelimit-headers): one list member per zone.
+//
+// The policy is precomputed, but its []string cannot be shared across
+// responses: Caddy's header handler replaces values in place. Both fields
+// take their value from one two-element array (one allocation, as
+// net/textproto does), each capped so an Add to one cannot touch the other.
 func (h *Handler) setHeaders(hdr http.Header, out []outcome) {
-	hdr["Ratelimit-Policy"] = []string{h.policyHeader}
+	vals := new([2]string)
+	vals[0] = h.policyHeader
+	hdr["Ratelimit-Policy"] = vals[0:1:1]
 	var buf [256]byte
 	state := buf[:0]
 	for i, z := range h.zones {
@@ -118,5 +125,6 @@ func (h *Handler) setHeaders(hdr http.Header, out []outcome) {
 		}
 		state = appendState(state, z, out[i])
 	}
-	hdr["Ratelimit"] = []string{string(state)}
+	vals[1] = string(state)
+	hdr["Ratelimit"] = vals[1:2:2]
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -144,9 +145,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		z.counters = newZoneCounters(z.name)
 	}
 	slices.SortFunc(h.zones, func(a, b *zone) int { return cmp.Compare(a.seq, b.seq) })
+	if h.redis != nil {
+		h.redis.prepare(h.zones)
+	}
 	policies := make([]string, len(h.zones))
 	for i, z := range h.zones {
-		policies[i] = z.policy
+		policies[i] = policyItem(z.name, z.rate)
 	}
 	h.policyHeader = strings.Join(policies, ", ")
 	return nil
@@ -250,7 +254,15 @@ func compileZone(zc *Zone) (*zone, error) {
 		return nil, fmt.Errorf("zone %q: %v", zc.Name, err)
 	}
 	k.v4bits, k.v6bits = zc.IPv4Prefix, zc.IPv6Prefix
-	return &zone{name: zc.Name, key: k, rate: r, burst: zc.Burst, limit: newLimit(r, zc.Burst)}, nil
+	return &zone{
+		name:   zc.Name,
+		key:    k,
+		rate:   r,
+		burst:  zc.Burst,
+		limit:  newLimit(r, zc.Burst),
+		quoted: sfString(zc.Name),
+		reject: fmt.Errorf("throttle: zone %s: rate limit exceeded", strconv.Quote(zc.Name)),
+	}, nil
 }
 
 // Cleanup lets go of the shared zones and Redis client.

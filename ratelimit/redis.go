@@ -146,6 +146,11 @@ type redisBackend struct {
 	conn    *redisConn
 	prefix  string
 	timeout time.Duration
+	// Set by prepare, in the handler's zone order: each zone's key prefix
+	// and its script arguments (interval, tolerance), the same on every
+	// request.
+	zoneKeys []string
+	args     []string
 }
 
 func newRedisBackend(s *RedisStore) (*redisBackend, error) {
@@ -174,8 +179,21 @@ func newRedisBackend(s *RedisStore) (*redisBackend, error) {
 
 func (b *redisBackend) release() { _, _ = redisConns.Delete(b.poolKey) }
 
-// decide runs the GCRA script for all zones in one round trip.
-func (b *redisBackend) decide(ctx context.Context, zones []*zone, keys []requestKey, out []outcome) (bool, error) {
+// prepare builds what decide sends for zones, in their final order.
+func (b *redisBackend) prepare(zones []*zone) {
+	b.zoneKeys = make([]string, len(zones))
+	b.args = make([]string, 0, 2*len(zones))
+	for i, z := range zones {
+		b.zoneKeys[i] = b.prefix + z.name + ":"
+		b.args = append(b.args,
+			strconv.FormatInt(z.limit.interval/1000, 10),
+			strconv.FormatInt(z.limit.tolerance/1000, 10))
+	}
+}
+
+// decide runs the GCRA script for all zones (as prepared; one key each) in
+// one round trip.
+func (b *redisBackend) decide(ctx context.Context, keys []requestKey, out []outcome) (bool, error) {
 	now := time.Now().UnixNano()
 	if !b.conn.admit(now) {
 		return false, errBreakerOpen
@@ -187,24 +205,20 @@ func (b *redisBackend) decide(ctx context.Context, zones []*zone, keys []request
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	names := make([]string, len(zones))
-	args := make([]string, 0, 2*len(zones))
-	for i, z := range zones {
-		names[i] = b.prefix + z.name + ":" + keys[i].redisName()
-		args = append(args,
-			strconv.FormatInt(z.limit.interval/1000, 10),
-			strconv.FormatInt(z.limit.tolerance/1000, 10))
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = b.zoneKeys[i] + k.redisName()
 	}
-	res, err := gcraScript.Exec(ctx, client, names, args).AsIntSlice()
-	if err == nil && len(res) != 1+2*len(zones) {
-		err = fmt.Errorf("redis GCRA script returned %d values, want %d", len(res), 1+2*len(zones))
+	res, err := gcraScript.Exec(ctx, client, names, b.args).AsIntSlice()
+	if err == nil && len(res) != 1+2*len(keys) {
+		err = fmt.Errorf("redis GCRA script returned %d values, want %d", len(res), 1+2*len(keys))
 	}
 	if err != nil {
 		b.conn.failed(time.Now().UnixNano())
 		return false, err
 	}
 	b.conn.succeeded()
-	for i := range zones {
+	for i := range keys {
 		out[i] = outcome{allowed: res[1+2*i] == 1, after: res[2+2*i] * 1000}
 	}
 	return res[0] == 1, nil

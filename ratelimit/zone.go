@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -43,7 +42,6 @@ type zone struct {
 	limit    limit
 	table    *memoryTable // memory store only
 	state    *zoneState
-	policy   string // this zone's RateLimit-Policy item
 	quoted   string // name as an sf-string
 	reject   error
 	counters zoneCounters
@@ -101,9 +99,6 @@ func (z *zone) claim(owner any, store string, maxKeys int) error {
 		z.table = st.table
 	}
 	z.state, z.seq = st, st.seq
-	z.policy = policyItem(z.name, z.rate)
-	z.quoted = sfString(z.name)
-	z.reject = fmt.Errorf("throttle: zone %s: rate limit exceeded", strconv.Quote(z.name))
 	return nil
 }
 
