@@ -251,3 +251,45 @@ func BenchmarkPrefilter(b *testing.B) {
 		}
 	}
 }
+
+// wrkRules are the 10 rules of integration/bench-substitute.sh (6 literal,
+// 4 regex), so the engine's share of that end-to-end figure can be
+// measured and profiled alone.
+func wrkRules() []Rule {
+	return []Rule{
+		lit("https://doc.rust-lang.org", "https://docs.example.org"),
+		lit("<table>", `<table class="t">`),
+		lit("https://llvm.org", "https://llvm.example.org"),
+		lit("rustc", "RUSTC"),
+		lit("legacyWidget", "widget"),
+		lit("https://cdn.example.com/", "/static/"),
+		rx(`https?://github\.com/([\w-]+)`, "https://git.example.com/$1"),
+		rx(`\bwarning\b`, "WARN"),
+		rx(`\bv(\d+)\.(\d+)\.(\d+)\b`, "v$1.$2.x"),
+		rx(`campaign-[0-9a-f]{8}`, "campaign"),
+	}
+}
+
+// BenchmarkWrkRules streams the 1 MB HTML page through the rules of the
+// end-to-end benchmark, in the 32 KiB writes reverse_proxy makes.
+func BenchmarkWrkRules(b *testing.B) {
+	data, err := os.ReadFile("testdata/rustc-book.html")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := mustCompile(b, wrkRules(), Options{})
+	st := s.NewStream(io.Discard, nil)
+	streamOnce(st, data)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	attempts := 0
+	cpu0 := cpuTime()
+	for range b.N {
+		st.Reset(io.Discard, nil)
+		streamOnce(st, data)
+		attempts += st.attempts
+	}
+	reportCPU(b, cpuTime()-cpu0, len(data))
+	b.ReportMetric(float64(attempts)/float64(b.N)/(float64(len(data))/1e6), "attempts/MB")
+}

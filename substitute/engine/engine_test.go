@@ -537,3 +537,37 @@ func TestMemoAgainstPlainAttempts(t *testing.T) {
 		}
 	}
 }
+
+// TestAnchorStrides: rule sets whose matches are all 4 or 5+ bytes long scan
+// one position in 2 or 3 (unless their classes are too wide); matches at every alignment, at chunk edges and at
+// the end of the body are still found.
+func TestAnchorStrides(t *testing.T) {
+	sets := []struct {
+		stride int
+		rules  []Rule
+	}{
+		{2, []Rule{lit("abba", "X"), rx(`b[ab]{3}`, "<$0>")}},
+		{3, []Rule{lit("aabab", "X"), rx(`\bbaaa+b\b`, "Y"), rx(`(ab){3,}`, "[$1]")}},
+		{3, []Rule{rx(`(?i)a[b ]{3}a`, "Z"), lit("bbbbbbbb", "W")}},
+		// A wide class allows too many triples: no anchors.
+		{1, []Rule{rx(`a[^a]{3}a`, "Z"), lit("bbbbbbbb", "W")}},
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	iters := 300
+	if testing.Short() || raceEnabled {
+		iters = 60
+	}
+	for _, set := range sets {
+		s := mustCompile(t, set.rules, Options{})
+		if s.stride != set.stride {
+			t.Fatalf("rules %+v: stride %d, want %d", set.rules, s.stride, set.stride)
+		}
+		for it := range iters {
+			var input []byte
+			for range rng.IntN(120) {
+				input = append(input, "aab b"[rng.IntN(5)])
+			}
+			checkOne(t, set.rules, Priority(rng.IntN(2)), input, rng, it)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp/syntax"
+	"unicode/utf8"
 )
 
 // Priority chooses between matches that start at the same position.
@@ -76,6 +77,12 @@ type Set struct {
 	pair   [65536]uint8 // indexed by b[i] | b[i+1]<<8
 	pair7  [32768]uint8 // pair folded on the low 7 bits of each byte (fits L1)
 	triple [65536]uint8 // indexed by tripleHash(b[i], b[i+1], b[i+2])
+	// Every match holds stride+2 bytes, so a scan may test one position in
+	// stride: the triple there is one that a match holds at some offset
+	// below stride (anchors is a bitset indexed by tripleHash). A stride of
+	// 1 turns this stage off.
+	stride  int
+	anchors [1024]uint64
 }
 
 // Compile compiles rules into a Set. It refuses, naming the rule (1-based),
@@ -116,6 +123,7 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 		s.varNames = append(s.varNames, name)
 		return len(s.varNames) - 1
 	}
+	minLen := opts.MaxMatch // shortest match of any rule, in bytes
 	for i, r := range rules {
 		s.all.Add(i)
 		c.rule = int32(i)
@@ -134,6 +142,7 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 				return nil, fail("matches the empty string")
 			}
 			f = c.literal([]byte(r.Pattern))
+			minLen = min(minLen, len(r.Pattern))
 		} else {
 			re, err := syntax.Parse(r.Pattern, syntax.Perl)
 			if err != nil {
@@ -141,7 +150,9 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 			}
 			numGroups, names = re.MaxCap(), re.CapNames()
 			parsed = re
-			f = c.compile(re.Simplify())
+			simple := re.Simplify()
+			minLen = min(minLen, minBytes(simple))
+			f = c.compile(simple)
 		}
 		m := c.emit(inst{op: opMatch})
 		c.patch(f.outs, m)
@@ -184,6 +195,7 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 		s.full[p] = s.dfa.start(s.all, p, true)
 	}
 	s.buildPrefilter()
+	s.buildAnchors(minLen)
 	for x, v := range s.pair {
 		s.pair7[x&0x7F7F] |= v
 	}
@@ -353,4 +365,117 @@ func (s *Set) addTriples(t1 *state, first []byte, members [][]byte, budget *int)
 		}
 	}
 	return true
+}
+
+// buildAnchors chooses the stride k (2 or 3; 1 turns anchors off) so that
+// every match holds k+2 bytes, and marks in anchors the byte triples that a
+// match can hold at offsets 0..k-1, walking the DFA from the start states
+// one level per offset. If the levels or the triples grow too many it
+// leaves the stride at 1.
+func (s *Set) buildAnchors(minLen int) {
+	s.stride = 1
+	k := min(minLen-2, 3)
+	if k < 2 {
+		return
+	}
+	d := s.dfa
+	nc := len(d.classRep)
+	members := make([][]byte, nc)
+	for b := range 256 {
+		members[s.classes[b]] = append(members[s.classes[b]], byte(b))
+	}
+	step := func(t *state, c int) *state {
+		if u := t.next[c].Load(); u != nil {
+			return u
+		}
+		return d.next(t, c)
+	}
+	alive := func(t *state) bool { return len(t.pcs) > 0 || t.match >= 0 }
+	var anchors [1024]uint64
+	var level []*state
+	seen := map[*state]bool{}
+	for _, t := range s.full {
+		if !seen[t] {
+			seen[t] = true
+			level = append(level, t)
+		}
+	}
+	// A filled table passes every position and would only slow the scan.
+	budget := 1 << 16
+	for range k {
+		var next []*state
+		seen := map[*state]bool{}
+		for _, t := range level {
+			for c1 := range nc {
+				t1 := step(t, c1)
+				if len(t1.pcs) == 0 {
+					continue // dead (a match this short is ruled out by minLen)
+				}
+				if !seen[t1] {
+					seen[t1] = true
+					next = append(next, t1)
+				}
+				for c2 := range nc {
+					t2 := step(t1, c2)
+					if !alive(t2) {
+						continue
+					}
+					for c3 := range nc {
+						if !alive(step(t2, c3)) {
+							continue
+						}
+						if budget -= len(members[c1]) * len(members[c2]) * len(members[c3]); budget < 0 {
+							return
+						}
+						for _, b1 := range members[c1] {
+							for _, b2 := range members[c2] {
+								for _, b3 := range members[c3] {
+									h := tripleHash(uint32(b1) | uint32(b2)<<8 | uint32(b3)<<16)
+									anchors[h>>6] |= 1 << (h & 63)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+		level = next
+	}
+	s.stride, s.anchors = k, anchors
+}
+
+// minBytes returns a lower bound of the length in bytes of re's matches.
+func minBytes(re *syntax.Regexp) int {
+	switch re.Op {
+	case syntax.OpLiteral:
+		if re.Flags&syntax.FoldCase != 0 {
+			return len(re.Rune) // a fold may be shorter in UTF-8 (ſ and s)
+		}
+		n := 0
+		for _, r := range re.Rune {
+			n += utf8.RuneLen(r)
+		}
+		return n
+	case syntax.OpCharClass, syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return 1
+	case syntax.OpCapture, syntax.OpPlus:
+		return minBytes(re.Sub[0])
+	case syntax.OpRepeat:
+		return re.Min * minBytes(re.Sub[0])
+	case syntax.OpConcat:
+		n := 0
+		for _, sub := range re.Sub {
+			n += minBytes(sub)
+		}
+		return n
+	case syntax.OpAlternate:
+		n := -1
+		for _, sub := range re.Sub {
+			if m := minBytes(sub); n < 0 || m < n {
+				n = m
+			}
+		}
+		return max(n, 0)
+	}
+	return 0 // empty-width, star, quest, empty, no match
 }

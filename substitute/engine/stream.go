@@ -597,12 +597,43 @@ func (st *Stream) lookup(p part) []byte {
 }
 
 // candidate returns the first index >= i where a match may start, or
-// len(buf). It reads eight bytes at a time and looks up the seven byte
-// pairs they hold in the pair table; the positions that hit are confirmed
-// with the triple table before the DFA is started.
+// len(buf). When every match is long enough (Set.stride > 1) it first
+// tests one position in stride against the anchor triples, which skips most
+// of a body in few lookups; the rest of the body, or all of it, is read
+// eight bytes at a time, looking up the seven byte pairs they hold in the
+// pair table. Positions that hit are confirmed with the triple table before
+// the DFA is started.
 func (s *Set) candidate(buf []byte, i int, final bool) int {
 	n := len(buf)
 	p, t := &s.pair, &s.triple
+	if k := s.stride; k > 1 {
+		// One eight-byte load holds the triples of two anchors (stride 3:
+		// offsets 0 and 3) or three (stride 2: 0, 2, 4); a hit at anchor a
+		// lets a match start in [a-k+1, a].
+		q := &s.anchors
+		a := i + k - 1
+		for ; a+8 <= n; a += 6 {
+			w := binary.LittleEndian.Uint64(buf[a:])
+			h0 := tripleHash(uint32(w))
+			hit := q[h0>>6] >> (h0 & 63) & 1
+			if k == 3 {
+				h3 := tripleHash(uint32(w >> 24))
+				hit |= (q[h3>>6] >> (h3 & 63) & 1) << 3
+			} else {
+				h2, h4 := tripleHash(uint32(w>>16)), tripleHash(uint32(w>>32))
+				hit |= (q[h2>>6]>>(h2&63)&1)<<2 | (q[h4>>6]>>(h4&63)&1)<<4
+			}
+			for ; hit != 0; hit &= hit - 1 {
+				off := bits.TrailingZeros64(hit)
+				for j := a + off - k + 1; j <= a+off; j++ {
+					if p[binary.LittleEndian.Uint16(buf[j:])] != 0 && t[tripleHash(binary.LittleEndian.Uint32(buf[j:]))] != 0 {
+						return j
+					}
+				}
+			}
+		}
+		i = a - k + 1 // the positions before are ruled out
+	}
 	q := &s.pair7
 	for ; i+8 <= n; i += 7 {
 		w := binary.LittleEndian.Uint64(buf[i:])
