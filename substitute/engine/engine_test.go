@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
+	"regexp/syntax"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -569,5 +572,81 @@ func TestAnchorStrides(t *testing.T) {
 			}
 			checkOne(t, set.rules, Priority(rng.IntN(2)), input, rng, it)
 		}
+	}
+}
+
+// TestBacktrackAgreesWithPike: the backtracker (short matches) and the Pike
+// VM (long ones) give the groups Go's regexp gives, with the bytes around
+// the match as context for assertions.
+func TestBacktrackAgreesWithPike(t *testing.T) {
+	patterns := []string{
+		`(a|ab)(c|bcd)(d*)`, `(a+)(b+)?`, `\b(\w+)\b`, `(?i)(é+)(.)`, `(a+?)(a*)`,
+		`(?:(a)|(b))+`, `^(a)|(b)$`, `(?m)^(\w+)$`, `(x?)\B(y)`, `((a)|b)+`,
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	iters := 60
+	if testing.Short() || raceEnabled {
+		iters = 15
+	}
+	checked, long := 0, 0
+	for _, pat := range patterns {
+		re, err := syntax.Parse(pat, syntax.Perl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, err := newCapProg(re)
+		if err != nil {
+			t.Fatal(err)
+		}
+		goRE := regexp.MustCompile(pat)
+		for range iters {
+			var text []byte
+			for range rng.IntN(30) {
+				piece := []string{"a", "b", "c", "d", "é", "x", "y", " ", "\n", "ab"}[rng.IntN(10)]
+				if rng.IntN(20) == 0 { // a run long enough for the Pike VM
+					piece = strings.Repeat(piece, 20_000)
+				}
+				text = append(text, piece...)
+			}
+			for _, want := range goRE.FindAllSubmatchIndex(text, -1) {
+				s, e := want[0], want[1]
+				if s == e {
+					continue
+				}
+				prev, next := -1, -1
+				if s > 0 {
+					prev = int(text[s-1])
+				}
+				if e < len(text) {
+					next = int(text[e])
+				}
+				checked++
+				if len(cp.prog.Inst)*(e-s+1) > maxBacktrackBits {
+					long++
+				}
+				m := cp.machine()
+				bt, pk := make([]int, cp.ncap), make([]int, cp.ncap)
+				for i := range m.cap {
+					m.cap[i] = -1
+				}
+				okB := m.backtrack(bt, text[s:e], prev, next)
+				for i := range m.cap {
+					m.cap[i] = -1
+				}
+				okP := m.pike(pk, text[s:e], prev, next)
+				for i := range want {
+					if want[i] >= 0 {
+						want[i] -= s
+					}
+				}
+				if !okB || !okP || !slices.Equal(bt, want) || !slices.Equal(pk, want) {
+					t.Fatalf("%s on %q in %q: backtrack %v %v, pike %v %v, regexp %v", pat, text[s:e], text, okB, bt, okP, pk, want)
+				}
+			}
+		}
+	}
+	t.Logf("%d matches, %d long", checked, long)
+	if checked < 1000 || long < 5 {
+		t.Fatalf("only %d matches (%d long): the test checks too little", checked, long)
 	}
 }

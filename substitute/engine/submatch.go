@@ -8,10 +8,12 @@ import (
 
 // capProg computes capture groups for the rules whose replacement uses
 // them. The DFA only finds where a match starts and ends; groups are then
-// those of the leftmost-first parse of that exact text, found by a Pike VM
-// over the rune-level program (the method of Go's regexp), with the bytes
-// around the match as context for assertions. Machines are pooled so a
-// steady stream allocates nothing.
+// those of the leftmost-first parse of that exact text, with the bytes
+// around the match as context for assertions. Short texts are parsed by a
+// backtracker that visits each (instruction, position) at most once; longer
+// ones by a Pike VM (the two methods of Go's regexp), both over the
+// rune-level program. Machines are pooled so a steady stream allocates
+// nothing.
 type capProg struct {
 	prog *syntax.Prog
 	ncap int
@@ -42,7 +44,23 @@ type capMachine struct {
 	q0, q1 capQueue
 	cap    []int
 	result []int
+
+	// The backtracker's stack and visited set.
+	jobs    []capJob
+	visited []uint32
 }
+
+// capJob is a backtracker's pending step: at an Alt, try its other branch
+// (alt); at a Capture, restore the slot's old value (pos).
+type capJob struct {
+	pc  uint32
+	alt bool
+	pos int
+}
+
+// maxBacktrackBits bounds the backtracker's visited set (instructions x
+// positions), as Go's regexp does; longer texts go to the Pike VM.
+const maxBacktrackBits = 256 << 10
 
 func (p *capProg) machine() *capMachine {
 	if m, ok := p.pool.Get().(*capMachine); ok {
@@ -73,6 +91,16 @@ func (p *capProg) submatch(dst []int, text []byte, prev, next int) bool {
 	for i := range m.cap {
 		m.cap[i] = -1
 	}
+	if len(p.prog.Inst)*(len(text)+1) <= maxBacktrackBits {
+		return m.backtrack(dst, text, prev, next)
+	}
+	return m.pike(dst, text, prev, next)
+}
+
+// pike is submatch by a Pike VM: all threads advance together, one rune at
+// a time, so the work is linear in the text whatever its length.
+func (m *capMachine) pike(dst []int, text []byte, prev, next int) bool {
+	p := m.p
 	run, nxt := &m.q0, &m.q1
 	run.dense, nxt.dense = run.dense[:0], nxt.dense[:0]
 	matched := false
@@ -168,4 +196,110 @@ func (m *capMachine) add(q *capQueue, pc uint32, pos int, cap []int, ctx syntax.
 		i := len(q.dense) - 1
 		copy(q.caps[i*m.p.ncap:(i+1)*m.p.ncap], cap)
 	}
+}
+
+// backtrack is submatch by depth-first search in priority order: the first
+// parse that ends exactly at the end of text is the leftmost-first one. A
+// (pc, pos) visited before failed then, so it is not tried again.
+func (m *capMachine) backtrack(dst []int, text []byte, prev, next int) bool {
+	prog := m.p.prog
+	width := len(text) + 1
+	words := (len(prog.Inst)*width + 31) / 32
+	if cap(m.visited) < words {
+		m.visited = make([]uint32, words)
+	}
+	visited := m.visited[:words]
+	clear(visited)
+	visit := func(pc uint32, pos int) bool {
+		n := int(pc)*width + pos
+		if visited[n/32]&(1<<(n&31)) != 0 {
+			return false
+		}
+		visited[n/32] |= 1 << (n & 31)
+		return true
+	}
+	// context is the assertion context at pos.
+	context := func(pos int) syntax.EmptyOp {
+		r1, r2 := contextRune(prev), contextRune(next)
+		if pos > 0 {
+			r1, _ = utf8.DecodeLastRune(text[:pos])
+		}
+		if pos < len(text) {
+			r2, _ = utf8.DecodeRune(text[pos:])
+		}
+		return syntax.EmptyOpContext(r1, r2)
+	}
+	jobs := m.jobs[:0]
+	defer func() { m.jobs = jobs[:0] }()
+	if visit(uint32(prog.Start), 0) {
+		jobs = append(jobs, capJob{pc: uint32(prog.Start)})
+	}
+	for len(jobs) > 0 {
+		j := jobs[len(jobs)-1]
+		jobs = jobs[:len(jobs)-1]
+		pc, pos, alt := j.pc, j.pos, j.alt
+		for { // follows one path; each continue below abandons it
+			in := &prog.Inst[pc]
+			switch in.Op {
+			case syntax.InstAlt, syntax.InstAltMatch:
+				if alt {
+					pc, alt = in.Arg, false
+				} else {
+					jobs = append(jobs, capJob{pc: pc, alt: true, pos: pos})
+					pc = in.Out
+				}
+			case syntax.InstCapture:
+				if alt { // done with what followed: restore
+					m.cap[in.Arg] = pos
+					goto next
+				}
+				if int(in.Arg) < len(m.cap) {
+					jobs = append(jobs, capJob{pc: pc, alt: true, pos: m.cap[in.Arg]})
+					m.cap[in.Arg] = pos
+				}
+				pc = in.Out
+			case syntax.InstEmptyWidth:
+				if syntax.EmptyOp(in.Arg)&^context(pos) != 0 {
+					goto next
+				}
+				pc = in.Out
+			case syntax.InstNop:
+				pc = in.Out
+			case syntax.InstRune, syntax.InstRune1, syntax.InstRuneAny, syntax.InstRuneAnyNotNL:
+				if pos == len(text) {
+					goto next
+				}
+				r, w := rune(text[pos]), 1
+				if r >= utf8.RuneSelf {
+					r, w = utf8.DecodeRune(text[pos:])
+				}
+				switch in.Op {
+				case syntax.InstRuneAny:
+				case syntax.InstRuneAnyNotNL:
+					if r == '\n' {
+						goto next
+					}
+				default:
+					if !in.MatchRune(r) {
+						goto next
+					}
+				}
+				pc, pos = in.Out, pos+w
+			case syntax.InstMatch:
+				if pos != len(text) {
+					goto next
+				}
+				copy(dst, m.cap)
+				dst[0], dst[1] = 0, len(text)
+				return true
+			default: // InstFail
+				goto next
+			}
+			if !visit(pc, pos) {
+				goto next
+			}
+		}
+	next:
+	}
+	return false
 }
