@@ -170,7 +170,7 @@ type Result struct {
 	Samples []Sample
 	Errors  int
 	// Statuses counts responses by status code.
-	Statuses                               map[int]int
+	Statuses                                  map[int]int
 	DNS, Connect, TLS, Handshake, TTFB, Total Stats // Handshake = Connect+TLS per sample
 	// BodyBytes is the median body size of the successful samples.
 	BodyBytes    int64
