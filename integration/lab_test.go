@@ -1,16 +1,20 @@
 package integration
 
 import (
+	"bytes"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/caddy-edgekit/edgekit/internal/edgebench"
 )
 
 // The edge lab: what a PoP near the caller buys when the origin is far away,
@@ -18,14 +22,15 @@ import (
 // keep-alive idle timeouts). Distances come from the relays in latency.go.
 
 // labPhone is a client that dials from its own loopback address (Linux
-// routes all of 127/8 to lo), so each phone is a different caller.
+// routes all of 127/8 to lo), so each phone is a different caller. Over TLS
+// it names localhost, the PoP's site, whatever address it dials.
 func labPhone(ip string) *http.Client {
 	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
 	return &http.Client{
 		Timeout: 30 * time.Second,
 		Transport: &http.Transport{
 			DialContext:        dialer.DialContext,
-			TLSClientConfig:    &tls.Config{InsecureSkipVerify: true},
+			TLSClientConfig:    &tls.Config{InsecureSkipVerify: true, ServerName: "localhost"},
 			ForceAttemptHTTP2:  true,
 			DisableCompression: true,
 			Proxy:              nil,
@@ -228,4 +233,174 @@ func TestLabIdleTimeout(t *testing.T) {
 			t.Errorf("only %d of %d requests in the race window failed: the failure mode did not show", failed, tries)
 		}
 	})
+}
+
+// The lab's distances: a phone 20 ms from its PoP, the origin 250 ms away
+// from both (round trips).
+const (
+	labShortOneWay = 10 * time.Millisecond
+	labLongOneWay  = 125 * time.Millisecond
+)
+
+// labRow is one path of the lab and what round-trip arithmetic predicts
+// for it.
+type labRow struct {
+	name          string
+	cfg           edgebench.Config
+	wantHandshake time.Duration
+	wantTTFB      time.Duration
+	res           *edgebench.Result
+}
+
+// TestEdgeLab puts a phone far from an origin and near a PoP, and measures
+// cold connections each way (go test -race -run TestEdgeLab -v
+// ./integration/ prints the table). Directly, a first byte costs three long
+// round trips (TCP, TLS, the request). Through a PoP holding a warm
+// connection to the origin it costs three short ones and one long one; over
+// HTTP/3, whose handshake carries TLS, two short ones and one long one.
+func TestEdgeLab(t *testing.T) {
+	script, err := os.ReadFile("../brotli/testdata/corpus/d3.min.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var originSawXFF atomic.Value
+	originSrv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		originSawXFF.Store(r.Header.Get("X-Forwarded-For"))
+		w.Header().Set("Content-Type", "application/javascript")
+		w.Header().Set("ETag", `"d3-7.9.0"`)
+		w.Write(script)
+	}))
+	originSrv.EnableHTTP2 = true
+	originSrv.StartTLS()
+	t.Cleanup(originSrv.Close)
+	long := StartTCPRelay(t, "127.0.0.1:0", originSrv.Listener.Addr().String(), labLongOneWay)
+
+	// The PoP: TLS, HTTP/3, the caller from client_ip (phones are never its
+	// trusted load balancer at 127.0.0.1), a generous throttle, a rewrite,
+	// br, and a warm keep-alive connection to the far origin.
+	pop := StartCaddy(t, fmt.Sprintf(`https://localhost:{$HTTPS_PORT} {
+	tls internal
+	client_ip {
+		trusted_proxies 127.0.0.1
+	}
+	throttle {
+		zone phones {
+			rate 1000/1m
+			burst 100
+		}
+	}
+	encode br
+	substitute {
+		replace "// https://d3js.org" "// https://d3js.org via the PoP for {client_ip}"
+		types application/javascript
+	}
+	reverse_proxy https://%s {
+		header_up Host {upstream_hostport}
+		transport http {
+			tls_insecure_skip_verify
+			keepalive 5m
+		}
+	}
+}`, long.Addr()))
+	pop.WaitHTTPS(t)
+	// The phone reaches the PoP over the short link, TCP and UDP on one port.
+	short := StartTCPRelay(t, fmt.Sprintf("127.0.0.1:%d", FreePort(t)), fmt.Sprintf("127.0.0.1:%d", pop.HTTPSPort), labShortOneWay)
+	StartUDPRelay(t, short.Addr(), fmt.Sprintf("127.0.0.1:%d", pop.HTTPSPort), labShortOneWay)
+
+	const phone = "127.0.0.2"
+	popURL := "https://" + short.Addr() + "/d3.min.js"
+	// A first request through the PoP opens its connection to the origin
+	// and shows the PoP's work on the script.
+	req, _ := http.NewRequest(http.MethodGet, popURL, nil)
+	req.Host = "localhost"
+	resp, err := labPhone(phone).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := "// https://d3js.org via the PoP for " + phone + " v7.9.0"; resp.StatusCode != 200 || !bytes.HasPrefix(body, []byte(want)) {
+		t.Fatalf("through the PoP: %d %.80q, want the script starting %q", resp.StatusCode, body, want)
+	}
+	if xff, _ := originSawXFF.Load().(string); xff != phone {
+		t.Errorf("the origin saw X-Forwarded-For %q, want the phone %s", xff, phone)
+	}
+
+	const cold = 5
+	shortRTT, longRTT := 2*labShortOneWay, 2*labLongOneWay
+	header := func(kv ...string) http.Header {
+		h := http.Header{"Host": {"localhost"}}
+		for i := 0; i+1 < len(kv); i += 2 {
+			h.Set(kv[i], kv[i+1])
+		}
+		return h
+	}
+	config := func(url string, proto edgebench.Proto, h http.Header) edgebench.Config {
+		return edgebench.Config{URL: url, Proto: proto, Cold: true, Requests: cold, Header: h, Insecure: true, LocalAddr: phone}
+	}
+	rows := []*labRow{
+		// TCP and TLS 1.3 take a round trip each before the request's.
+		{name: "direct h2", cfg: config("https://"+long.Addr()+"/d3.min.js", edgebench.H2, header("Accept-Encoding", "br")),
+			wantHandshake: 2 * longRTT, wantTTFB: 3 * longRTT},
+		{name: "PoP h2 identity", cfg: config(popURL, edgebench.H2, header()),
+			wantHandshake: 2 * shortRTT, wantTTFB: 3*shortRTT + longRTT},
+		{name: "PoP h2 br", cfg: config(popURL, edgebench.H2, header("Accept-Encoding", "br")),
+			wantHandshake: 2 * shortRTT, wantTTFB: 3*shortRTT + longRTT},
+		// QUIC carries TLS in its own handshake: one round trip fewer.
+		{name: "PoP h3 br", cfg: config(popURL, edgebench.H3, header("Accept-Encoding", "br")),
+			wantHandshake: shortRTT, wantTTFB: 2*shortRTT + longRTT},
+	}
+	for _, row := range rows {
+		res, err := edgebench.Run(t.Context(), row.cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", row.name, err)
+		}
+		if res.Errors != 0 || res.Statuses[200] != cold {
+			t.Fatalf("%s: %d errors, statuses %v; want %d x 200", row.name, res.Errors, res.Statuses, cold)
+		}
+		row.res = res
+	}
+	var table strings.Builder
+	labWriteTable(&table, rows)
+	table.WriteString("\n")
+	results := make([]*edgebench.Result, len(rows))
+	for i, row := range rows {
+		results[i] = row.res
+	}
+	edgebench.WriteTable(&table, results...)
+	t.Logf("phone %v RTT from the PoP, origin %v RTT from both; %d cold connections per row\n%s", shortRTT, longRTT, cold, table.String())
+
+	direct, popH2, popIdentity, popH3 := rows[0].res, rows[2].res, rows[1].res, rows[3].res
+	// Nothing beats the speed of light: the relays charge every round trip.
+	if direct.TTFB.P50 < rows[0].wantTTFB-20*time.Millisecond {
+		t.Errorf("direct TTFB p50 %v is below the %v three long round trips cost: the relay does not delay", direct.TTFB.P50, rows[0].wantTTFB)
+	}
+	if popH2.TTFB.P50 >= direct.TTFB.P50*7/10 {
+		t.Errorf("TTFB p50 via the PoP %v, direct %v: want the PoP well under (< 0.7x)", popH2.TTFB.P50, direct.TTFB.P50)
+	}
+	if popH3.TTFB.P50 >= direct.TTFB.P50*7/10 {
+		t.Errorf("TTFB p50 via the PoP over h3 %v, direct %v: want < 0.7x", popH3.TTFB.P50, direct.TTFB.P50)
+	}
+	if popH3.Handshake.P50 >= popH2.Handshake.P50 {
+		t.Errorf("handshake p50 h3 %v, h2 %v: QUIC should save the TCP round trip", popH3.Handshake.P50, popH2.Handshake.P50)
+	}
+	if popH2.BodyBytes >= popIdentity.BodyBytes || popIdentity.BodyBytes < int64(len(script)) {
+		t.Errorf("script bytes via the PoP: br %d, identity %d (origin file %d): want br smaller", popH2.BodyBytes, popIdentity.BodyBytes, len(script))
+	}
+}
+
+// labWriteTable prints each row's median handshake and TTFB beside what the
+// round trips predict, and the script's bytes on the wire.
+func labWriteTable(w io.Writer, rows []*labRow) {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f", float64(d)/float64(time.Millisecond)) }
+	diff := func(got, want time.Duration) string {
+		return fmt.Sprintf("%+.0f", float64(got-want)/float64(time.Millisecond))
+	}
+	fmt.Fprintf(w, "%-16s %29s %29s %13s\n", "", "handshake p50 ms", "TTFB p50 ms", "")
+	fmt.Fprintf(w, "%-16s %9s %9s %9s %9s %9s %9s %13s\n", "path", "measured", "expected", "diff", "measured", "expected", "diff", "script bytes")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-16s %9s %9s %9s %9s %9s %9s %13d\n", r.name,
+			ms(r.res.Handshake.P50), ms(r.wantHandshake), diff(r.res.Handshake.P50, r.wantHandshake),
+			ms(r.res.TTFB.P50), ms(r.wantTTFB), diff(r.res.TTFB.P50, r.wantTTFB), r.res.BodyBytes)
+	}
 }
