@@ -185,6 +185,7 @@ func TestLabIdleTimeout(t *testing.T) {
 	}
 
 	t.Run("pop shorter", func(t *testing.T) {
+		t.Parallel()
 		const originIdle, popIdle = 1500 * time.Millisecond, time.Second
 		origin := labStartOrigin(t, originIdle, oneWay)
 		c := pop(t, origin, popIdle)
@@ -212,6 +213,7 @@ func TestLabIdleTimeout(t *testing.T) {
 	})
 
 	t.Run("pop longer", func(t *testing.T) {
+		t.Parallel()
 		const originIdle, popIdle = time.Second, 10 * time.Second
 		origin := labStartOrigin(t, originIdle, oneWay)
 		c := pop(t, origin, popIdle)
