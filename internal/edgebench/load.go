@@ -53,8 +53,9 @@ type LoadResult struct {
 	// started: large values mean the client, not the server, was the limit.
 	MaxStartLag time.Duration
 
-	Latency, TTFB, Connect, TLS Stats
-	ServerTiming                map[string]TimingStats
+	// Handshake is Connect+TLS per request (0 on a reused connection).
+	Latency, TTFB, Connect, TLS, Handshake Stats
+	ServerTiming                           map[string]TimingStats
 }
 
 // Load runs cfg open loop and returns when every started request has
@@ -135,12 +136,12 @@ schedule:
 
 // loadAggregate collects samples from the request goroutines.
 type loadAggregate struct {
-	mu                          sync.Mutex
-	res                         *LoadResult
-	inFlight                    int
-	latency, ttfb, connect, tls []time.Duration
-	recent                      []time.Duration // latencies since the last progress line
-	timings                     timingAggregate
+	mu                                     sync.Mutex
+	res                                    *LoadResult
+	inFlight                               int
+	latency, ttfb, connect, tls, handshake []time.Duration
+	recent                                 []time.Duration // latencies since the last progress line
+	timings                                timingAggregate
 }
 
 func (a *loadAggregate) started() {
@@ -177,6 +178,7 @@ func (a *loadAggregate) add(s Sample) {
 	a.ttfb = append(a.ttfb, s.TTFB)
 	a.connect = append(a.connect, s.Connect)
 	a.tls = append(a.tls, s.TLS)
+	a.handshake = append(a.handshake, s.Connect+s.TLS)
 	a.timings.add(s.ServerTiming)
 }
 
@@ -185,7 +187,7 @@ func (a *loadAggregate) summarize() {
 	defer a.mu.Unlock()
 	r := a.res
 	r.Latency, r.TTFB = percentiles(a.latency), percentiles(a.ttfb)
-	r.Connect, r.TLS = percentiles(a.connect), percentiles(a.tls)
+	r.Connect, r.TLS, r.Handshake = percentiles(a.connect), percentiles(a.tls), percentiles(a.handshake)
 	r.ServerTiming = a.timings.stats()
 }
 

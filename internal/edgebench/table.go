@@ -84,9 +84,7 @@ func WriteLoadTable(w io.Writer, results ...*LoadResult) {
 	}{
 		{"latency", func(r *LoadResult) Stats { return r.Latency }},
 		{"ttfb", func(r *LoadResult) Stats { return r.TTFB }},
-		{"handshake", func(r *LoadResult) Stats {
-			return Stats{r.Connect.P50 + r.TLS.P50, r.Connect.P90 + r.TLS.P90, r.Connect.P99 + r.TLS.P99}
-		}},
+		{"handshake", func(r *LoadResult) Stats { return r.Handshake }},
 	} {
 		all := make([]Stats, len(results))
 		for i, r := range results {
