@@ -209,7 +209,7 @@ func (a *loadAggregate) reportProgress(w io.Writer, start time.Time) (stop func(
 			case now := <-tick.C:
 				a.mu.Lock()
 				r, recent := a.res, percentiles(a.recent)
-				line := fmt.Sprintf("%5.0fs  sent %d/%d  done %d  errors %d  in flight %d  last 1s: %d done, p50 %s p99 %s\n",
+				line := fmt.Sprintf("%5.0fs  sent %d/%d  done %d  errors %d  in flight %d  last 1s: %d done, p50 %sms p99 %sms\n",
 					now.Sub(start).Seconds(), r.Sent, r.Scheduled, r.Completed, r.Errors, a.inFlight,
 					len(a.recent), formatMS(recent.P50), formatMS(recent.P99))
 				a.recent = a.recent[:0]

@@ -39,11 +39,13 @@ func WriteTable(w io.Writer, results ...*Result) {
 		{"total", func(r *Result) Stats { return r.Total }},
 	}
 	for _, ph := range phases {
-		all := make([]Stats, len(results))
+		all := make([]*Stats, len(results))
+		resolved := false
 		for i, r := range results {
-			all[i] = ph.stats(r)
+			s := ph.stats(r)
+			all[i], resolved = &s, resolved || s != Stats{}
 		}
-		if ph.name == "dns" && !slices.ContainsFunc(all, func(s Stats) bool { return s != Stats{} }) {
+		if ph.name == "dns" && !resolved {
 			continue // IP literals: nothing was resolved
 		}
 		g.stats(ph.name, all)
@@ -86,9 +88,10 @@ func WriteLoadTable(w io.Writer, results ...*LoadResult) {
 		{"ttfb", func(r *LoadResult) Stats { return r.TTFB }},
 		{"handshake", func(r *LoadResult) Stats { return r.Handshake }},
 	} {
-		all := make([]Stats, len(results))
+		all := make([]*Stats, len(results))
 		for i, r := range results {
-			all[i] = ph.stats(r)
+			s := ph.stats(r)
+			all[i] = &s
 		}
 		g.stats(ph.name, all)
 	}
@@ -147,8 +150,9 @@ func (g *grid) text(label string, value func(int) string) {
 	g.rows = append(g.rows, row)
 }
 
-// stats adds a p50, p90 and p99 row for one figure.
-func (g *grid) stats(name string, all []Stats) {
+// stats adds a p50, p90 and p99 row for one figure. A nil entry is a target
+// that has no such figure.
+func (g *grid) stats(name string, all []*Stats) {
 	for _, pct := range []struct {
 		label string
 		get   func(Stats) time.Duration
@@ -159,10 +163,18 @@ func (g *grid) stats(name string, all []Stats) {
 	} {
 		row := []string{name + " " + pct.label}
 		for _, s := range all {
-			row = append(row, formatMS(pct.get(s)))
+			if s == nil {
+				row = append(row, "-")
+				continue
+			}
+			row = append(row, formatMS(pct.get(*s)))
 		}
 		if g.targets == 2 {
-			row = append(row, ratio(pct.get(all[0]), pct.get(all[1])))
+			if all[0] == nil || all[1] == nil {
+				row = append(row, "-")
+			} else {
+				row = append(row, ratio(pct.get(*all[0]), pct.get(*all[1])))
+			}
 		}
 		g.rows = append(g.rows, row)
 	}
@@ -177,9 +189,11 @@ func (g *grid) serverTiming(timings []map[string]TimingStats) {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(names)) {
-		all := make([]Stats, len(timings))
+		all := make([]*Stats, len(timings))
 		for i, t := range timings {
-			all[i] = t[name].Stats
+			if ts, ok := t[name]; ok {
+				all[i] = &ts.Stats
+			}
 		}
 		g.text("server-timing "+name+" n", func(i int) string { return strconv.Itoa(timings[i][name].Count) })
 		g.stats("server-timing "+name, all)
