@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,6 +86,7 @@ func TestLoadErrorKinds(t *testing.T) {
 		case <-time.After(5 * time.Second):
 		}
 	}))
+	var results []*LoadResult
 	for _, tc := range []struct {
 		url, kind string
 	}{
@@ -100,6 +102,21 @@ func TestLoadErrorKinds(t *testing.T) {
 		}
 		if res.Sent != 5 || res.Errors != 5 || res.ErrorKinds[tc.kind] != 5 || res.ErrorExamples[tc.kind] == "" {
 			t.Errorf("%s: sent %d, errors %d by kind %v (%v), want 5 %s", tc.url, res.Sent, res.Errors, res.ErrorKinds, res.ErrorExamples, tc.kind)
+		}
+		results = append(results, res)
+	}
+	var table bytes.Buffer
+	WriteLoadTable(&table, results...)
+	for _, row := range []string{
+		`(?m)^A  h2 cold  ` + regexp.QuoteMeta(closedPort) + `  20/s for 250ms, open loop$`,
+		`(?m)^ms / count\s+A\s+B\s+B/A$`,
+		`(?m)^sent\s+5\s+5$`,
+		`(?m)^errors\s+5 \(refused 5\)\s+5 \(timeout 5\)$`,
+		`(?m)^A refused error, first: .*connection refused`,
+		`(?m)^B timeout error, first: `,
+	} {
+		if !regexp.MustCompile(row).MatchString(table.String()) {
+			t.Errorf("load table has no line matching %s:\n%s", row, table.String())
 		}
 	}
 }
