@@ -20,6 +20,9 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/caddy-edgekit/edgekit/internal/edgebench"
 )
@@ -149,7 +152,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var results []*edgebench.Result
 	for i, cfg := range configs {
 		progress(i, cfg)
+		stop := func() {}
+		if !*quiet {
+			stop = probeProgress(stderr, &cfg)
+		}
 		res, err := edgebench.Run(ctx, cfg)
+		stop()
 		if res == nil {
 			fmt.Fprintf(stderr, "edgebench: %v\n", err)
 			return 1
@@ -160,6 +168,34 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return output(stdout, stderr, *jsonOut, map[string]any{"results": results}, func() { edgebench.WriteTable(stdout, results...) })
+}
+
+// probeProgress makes cfg report each sample and writes a line a second
+// while the run lasts, until stop is called.
+func probeProgress(w io.Writer, cfg *edgebench.Config) (stop func()) {
+	var done, failed atomic.Int64
+	cfg.OnSample = func(s edgebench.Sample) {
+		done.Add(1)
+		if s.Err != nil {
+			failed.Add(1)
+		}
+	}
+	start := time.Now()
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case now := <-tick.C:
+				fmt.Fprintf(w, "%5.0fs  done %d/%d  errors %d\n", now.Sub(start).Seconds(), done.Load(), cfg.Requests, failed.Load())
+			}
+		}
+	})
+	return func() { close(quit); wg.Wait() }
 }
 
 func output(stdout, stderr io.Writer, asJSON bool, v any, table func()) int {

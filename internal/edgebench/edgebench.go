@@ -73,6 +73,9 @@ type Config struct {
 	// LocalAddr is an optional source IP to dial from, e.g. "127.0.0.2"
 	// (the TCP source for h1/h2, the UDP socket's address for h3).
 	LocalAddr string `json:"local_addr,omitempty"`
+	// OnSample, if set, is called by [Run] after each measured request
+	// (for progress on long runs).
+	OnSample func(Sample) `json:"-"`
 }
 
 // normalize fills defaults and refuses a config that cannot be measured.
@@ -210,9 +213,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				return nil, err
 			}
 		}
-		res.Samples = append(res.Samples, c.do(ctx, &cfg, time.Now()))
+		s := c.do(ctx, &cfg, time.Now())
 		if cfg.Cold {
 			c.close()
+		}
+		res.Samples = append(res.Samples, s)
+		if cfg.OnSample != nil {
+			cfg.OnSample(s)
 		}
 	}
 	res.summarize()

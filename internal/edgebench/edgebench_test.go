@@ -159,9 +159,13 @@ func TestServerTimingAggregated(t *testing.T) {
 		w.Header().Add("Server-Timing", `db;dur=12.5, cache;desc="hit, fresh";dur=0.5`)
 		w.Header().Add("Server-Timing", `db;dur=2.5, total`)
 	}))
-	res, err := Run(t.Context(), Config{URL: srv.URL, Proto: H2, Requests: 3, Insecure: true})
+	reported := 0
+	res, err := Run(t.Context(), Config{URL: srv.URL, Proto: H2, Requests: 3, Insecure: true, OnSample: func(Sample) { reported++ }})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if reported != 3 {
+		t.Errorf("OnSample saw %d samples, want the 3 measured (not the warm-up)", reported)
 	}
 	want := map[string]time.Duration{"db": 15 * time.Millisecond, "cache": 500 * time.Microsecond}
 	for i, s := range res.Samples {

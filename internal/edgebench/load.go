@@ -53,7 +53,9 @@ type LoadResult struct {
 	// started: large values mean the client, not the server, was the limit.
 	MaxStartLag time.Duration
 
-	// Handshake is Connect+TLS per request (0 on a reused connection).
+	// Percentiles are over the completed requests; the others are counted
+	// in Errors. Handshake is Connect+TLS per request (0 on a reused
+	// connection).
 	Latency, TTFB, Connect, TLS, Handshake Stats
 	ServerTiming                           map[string]TimingStats
 }
