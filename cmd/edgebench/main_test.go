@@ -44,9 +44,9 @@ func TestJSONOutputDecodes(t *testing.T) {
 	var out struct {
 		Results []struct {
 			Config struct {
-				URL   string `json:"url"`
-				Proto string `json:"proto"`
-				Cold  bool   `json:"cold"`
+				URL   string
+				Proto string
+				Cold  bool
 			}
 			Samples []struct {
 				Status       int
@@ -128,9 +128,9 @@ func TestLoadJSON(t *testing.T) {
 	var out struct {
 		Load []struct {
 			Config struct {
-				URL      string        `json:"url"`
-				Rate     float64       `json:"rate"`
-				Duration time.Duration `json:"duration"`
+				URL      string
+				Rate     float64
+				Duration time.Duration
 			}
 			Scheduled, Sent, Completed, Errors int
 			Latency                            struct{ P50, P99 time.Duration }

@@ -8,9 +8,12 @@ import (
 	"io"
 	"math"
 	"net"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/quic-go/quic-go"
 )
 
 // LoadConfig is an open-loop run: Rate requests per second for Duration.
@@ -18,10 +21,10 @@ type LoadConfig struct {
 	Config
 	// Rate is requests per second, started on schedule whatever the
 	// responses do.
-	Rate float64 `json:"rate"`
+	Rate float64
 	// Duration is how long requests are started; in-flight ones are then
 	// waited for (each bounded by Timeout).
-	Duration time.Duration `json:"duration"`
+	Duration time.Duration
 	// Progress, if set, gets one line a second while the run lasts.
 	Progress io.Writer `json:"-"`
 }
@@ -229,6 +232,7 @@ func errorKind(err error) string {
 	var certErr *tls.CertificateVerificationError
 	var alert tls.AlertError
 	var recordErr tls.RecordHeaderError
+	var quicErr *quic.TransportError
 	switch {
 	case errors.Is(err, errBody):
 		return "body"
@@ -240,7 +244,9 @@ func errorKind(err error) string {
 		return "refused"
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return "reset"
-	case errors.As(err, &certErr), errors.As(err, &alert), errors.As(err, &recordErr):
+	case errors.As(err, &certErr), errors.As(err, &alert), errors.As(err, &recordErr),
+		errors.As(err, &quicErr) && quicErr.ErrorCode.IsCryptoError(),
+		strings.Contains(err.Error(), "tls: "): // alerts from the peer have no exported type
 		return "tls"
 	}
 	return "other"

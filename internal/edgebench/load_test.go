@@ -2,8 +2,11 @@ package edgebench
 
 import (
 	"bytes"
+	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
@@ -105,6 +108,16 @@ func TestLoadErrorKinds(t *testing.T) {
 		}
 		results = append(results, res)
 	}
+	// A handshake the server refuses (it offers no h2) is a tls error.
+	h1only := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	h1only.Config.ErrorLog = log.New(io.Discard, "", 0)
+	h1only.StartTLS()
+	t.Cleanup(h1only.Close)
+	refused, err := Load(t.Context(), LoadConfig{Config: Config{URL: h1only.URL, Proto: H2, Cold: true, Insecure: true}, Rate: 20, Duration: 100 * time.Millisecond})
+	if err != nil || refused.ErrorKinds["tls"] != 2 {
+		t.Errorf("h2 against an HTTP/1.1-only server: %v, errors %v (%v), want 2 tls", err, refused.ErrorKinds, refused.ErrorExamples)
+	}
+
 	var table bytes.Buffer
 	WriteLoadTable(&table, results...)
 	for _, row := range []string{
