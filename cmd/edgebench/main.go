@@ -69,7 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	localAddr := fs.String("local-addr", "", "source IP to dial from, e.g. 127.0.0.2")
 	load := fs.Bool("load", false, "load mode: send open loop at -rate for -duration")
 	rate := fs.Float64("rate", 100, "load mode: requests per second")
-	duration := fs.Duration("duration", 10*1e9, "load mode: how long to send")
+	duration := fs.Duration("duration", 10*time.Second, "load mode: how long to send")
 	jsonOut := fs.Bool("json", false, "print results as JSON (durations in nanoseconds) instead of a table")
 	quiet := fs.Bool("q", false, "no progress on stderr")
 	if err := fs.Parse(args); err != nil {

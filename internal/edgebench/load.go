@@ -103,6 +103,9 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	<-timer.C
 schedule:
 	for i := range res.Scheduled {
+		if ctx.Err() != nil {
+			break
+		}
 		due := start.Add(time.Duration(float64(i) * float64(time.Second) / cfg.Rate))
 		if wait := time.Until(due); wait > 0 {
 			timer.Reset(wait)
