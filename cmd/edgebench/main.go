@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -170,7 +169,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return output(stdout, stderr, *jsonOut, map[string]any{"results": results}, func() { edgebench.WriteTable(stdout, results...) })
 }
 
-// probeProgress makes cfg report each sample and writes a line a second
+// probeProgress makes cfg count its samples and writes a line a second
 // while the run lasts, until stop is called.
 func probeProgress(w io.Writer, cfg *edgebench.Config) (stop func()) {
 	var done, failed atomic.Int64
@@ -180,22 +179,9 @@ func probeProgress(w io.Writer, cfg *edgebench.Config) (stop func()) {
 			failed.Add(1)
 		}
 	}
-	start := time.Now()
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-quit:
-				return
-			case now := <-tick.C:
-				fmt.Fprintf(w, "%5.0fs  done %d/%d  errors %d\n", now.Sub(start).Seconds(), done.Load(), cfg.Requests, failed.Load())
-			}
-		}
+	return edgebench.ReportEvery(w, time.Second, func(elapsed time.Duration) string {
+		return fmt.Sprintf("%5.0fs  done %d/%d  errors %d", elapsed.Seconds(), done.Load(), cfg.Requests, failed.Load())
 	})
-	return func() { close(quit); wg.Wait() }
 }
 
 func output(stdout, stderr io.Writer, asJSON bool, v any, table func()) int {

@@ -96,7 +96,7 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 
 	agg := &loadAggregate{timings: newTimingAggregate(), res: res}
 	start := time.Now()
-	stopProgress := agg.reportProgress(cfg.Progress, start)
+	stopProgress := ReportEvery(cfg.Progress, time.Second, agg.progressLine)
 	var wg sync.WaitGroup
 	lastStart := start
 	timer := time.NewTimer(0)
@@ -199,30 +199,38 @@ func (a *loadAggregate) summarize() {
 	r.ServerTiming = a.timings.stats()
 }
 
-// reportProgress writes a line a second to w until the returned stop is
-// called.
-func (a *loadAggregate) reportProgress(w io.Writer, start time.Time) (stop func()) {
+// progressLine is the load run's line for ReportEvery: counts so far and
+// the latencies of the last second.
+func (a *loadAggregate) progressLine(elapsed time.Duration) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r, recent := a.res, percentiles(a.recent)
+	line := fmt.Sprintf("%5.0fs  sent %d/%d  done %d  errors %d  in flight %d  last 1s: %d done, p50 %sms p99 %sms",
+		elapsed.Seconds(), r.Sent, r.Scheduled, r.Completed, r.Errors, a.inFlight,
+		len(a.recent), formatMS(recent.P50), formatMS(recent.P99))
+	a.recent = a.recent[:0]
+	return line
+}
+
+// ReportEvery writes line(time since the call) and a newline to w every
+// interval until the returned stop is called; stop waits for a line being
+// written. A nil w writes nothing.
+func ReportEvery(w io.Writer, interval time.Duration, line func(elapsed time.Duration) string) (stop func()) {
 	if w == nil {
 		return func() {}
 	}
+	start := time.Now()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		tick := time.NewTicker(time.Second)
+		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		for {
 			select {
 			case <-done:
 				return
 			case now := <-tick.C:
-				a.mu.Lock()
-				r, recent := a.res, percentiles(a.recent)
-				line := fmt.Sprintf("%5.0fs  sent %d/%d  done %d  errors %d  in flight %d  last 1s: %d done, p50 %sms p99 %sms\n",
-					now.Sub(start).Seconds(), r.Sent, r.Scheduled, r.Completed, r.Errors, a.inFlight,
-					len(a.recent), formatMS(recent.P50), formatMS(recent.P99))
-				a.recent = a.recent[:0]
-				a.mu.Unlock()
-				io.WriteString(w, line)
+				io.WriteString(w, line(now.Sub(start))+"\n")
 			}
 		}
 	})
