@@ -52,27 +52,30 @@ const (
 // Config says what to measure and how.
 type Config struct {
 	// URL is the target, http:// or https:// (h3 needs https).
-	URL string `json:"url"`
+	URL string
 	// Proto is the HTTP version to speak; default h2.
-	Proto Proto `json:"proto"`
+	Proto Proto
 	// Cold gives every request a fresh transport, so a fresh connection and
 	// a full handshake (no TLS session resumption), closed afterwards. When
 	// false one transport is reused and one unmeasured warm-up request opens
 	// its connection first.
-	Cold bool `json:"cold"`
+	Cold bool
 	// Requests is how many measured requests probe mode ([Run]) sends;
 	// default 20. [Load] ignores it.
-	Requests int `json:"requests,omitempty"`
+	Requests int
 	// Header is added to every request, e.g. Accept-Encoding: br. A Host
 	// entry sets the request's Host (and so the TLS server name).
-	Header http.Header `json:"header,omitempty"`
+	Header http.Header
 	// Insecure skips certificate verification (tls internal, tests).
-	Insecure bool `json:"insecure,omitempty"`
+	Insecure bool
 	// Timeout bounds each request, handshakes and body included; default 10s.
-	Timeout time.Duration `json:"timeout"`
+	Timeout time.Duration
 	// LocalAddr is an optional source IP to dial from, e.g. "127.0.0.2"
 	// (the TCP source for h1/h2, the UDP socket's address for h3).
-	LocalAddr string `json:"local_addr,omitempty"`
+	LocalAddr string
+	// OnSample, if set, is called by [Run] after each measured request
+	// (for progress on long runs).
+	OnSample func(Sample) `json:"-"`
 }
 
 // normalize fills defaults and refuses a config that cannot be measured.
@@ -210,9 +213,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				return nil, err
 			}
 		}
-		res.Samples = append(res.Samples, c.do(ctx, &cfg, time.Now()))
+		s := c.do(ctx, &cfg, time.Now())
 		if cfg.Cold {
 			c.close()
+		}
+		res.Samples = append(res.Samples, s)
+		if cfg.OnSample != nil {
+			cfg.OnSample(s)
 		}
 	}
 	res.summarize()

@@ -8,9 +8,12 @@ import (
 	"io"
 	"math"
 	"net"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/quic-go/quic-go"
 )
 
 // LoadConfig is an open-loop run: Rate requests per second for Duration.
@@ -18,10 +21,10 @@ type LoadConfig struct {
 	Config
 	// Rate is requests per second, started on schedule whatever the
 	// responses do.
-	Rate float64 `json:"rate"`
+	Rate float64
 	// Duration is how long requests are started; in-flight ones are then
 	// waited for (each bounded by Timeout).
-	Duration time.Duration `json:"duration"`
+	Duration time.Duration
 	// Progress, if set, gets one line a second while the run lasts.
 	Progress io.Writer `json:"-"`
 }
@@ -53,8 +56,11 @@ type LoadResult struct {
 	// started: large values mean the client, not the server, was the limit.
 	MaxStartLag time.Duration
 
-	Latency, TTFB, Connect, TLS Stats
-	ServerTiming                map[string]TimingStats
+	// Percentiles are over the completed requests; the others are counted
+	// in Errors. Handshake is Connect+TLS per request (0 on a reused
+	// connection).
+	Latency, TTFB, Connect, TLS, Handshake Stats
+	ServerTiming                           map[string]TimingStats
 }
 
 // Load runs cfg open loop and returns when every started request has
@@ -90,13 +96,16 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 
 	agg := &loadAggregate{timings: newTimingAggregate(), res: res}
 	start := time.Now()
-	stopProgress := agg.reportProgress(cfg.Progress, start)
+	stopProgress := ReportEvery(cfg.Progress, time.Second, agg.progressLine)
 	var wg sync.WaitGroup
 	lastStart := start
 	timer := time.NewTimer(0)
 	<-timer.C
 schedule:
 	for i := range res.Scheduled {
+		if ctx.Err() != nil {
+			break
+		}
 		due := start.Add(time.Duration(float64(i) * float64(time.Second) / cfg.Rate))
 		if wait := time.Until(due); wait > 0 {
 			timer.Reset(wait)
@@ -135,12 +144,12 @@ schedule:
 
 // loadAggregate collects samples from the request goroutines.
 type loadAggregate struct {
-	mu                          sync.Mutex
-	res                         *LoadResult
-	inFlight                    int
-	latency, ttfb, connect, tls []time.Duration
-	recent                      []time.Duration // latencies since the last progress line
-	timings                     timingAggregate
+	mu                                     sync.Mutex
+	res                                    *LoadResult
+	inFlight                               int
+	latency, ttfb, connect, tls, handshake []time.Duration
+	recent                                 []time.Duration // latencies since the last progress line
+	timings                                timingAggregate
 }
 
 func (a *loadAggregate) started() {
@@ -177,6 +186,7 @@ func (a *loadAggregate) add(s Sample) {
 	a.ttfb = append(a.ttfb, s.TTFB)
 	a.connect = append(a.connect, s.Connect)
 	a.tls = append(a.tls, s.TLS)
+	a.handshake = append(a.handshake, s.Connect+s.TLS)
 	a.timings.add(s.ServerTiming)
 }
 
@@ -185,34 +195,42 @@ func (a *loadAggregate) summarize() {
 	defer a.mu.Unlock()
 	r := a.res
 	r.Latency, r.TTFB = percentiles(a.latency), percentiles(a.ttfb)
-	r.Connect, r.TLS = percentiles(a.connect), percentiles(a.tls)
+	r.Connect, r.TLS, r.Handshake = percentiles(a.connect), percentiles(a.tls), percentiles(a.handshake)
 	r.ServerTiming = a.timings.stats()
 }
 
-// reportProgress writes a line a second to w until the returned stop is
-// called.
-func (a *loadAggregate) reportProgress(w io.Writer, start time.Time) (stop func()) {
+// progressLine is the load run's line for ReportEvery: counts so far and
+// the latencies of the last second.
+func (a *loadAggregate) progressLine(elapsed time.Duration) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r, recent := a.res, percentiles(a.recent)
+	line := fmt.Sprintf("%5.0fs  sent %d/%d  done %d  errors %d  in flight %d  last 1s: %d done, p50 %sms p99 %sms",
+		elapsed.Seconds(), r.Sent, r.Scheduled, r.Completed, r.Errors, a.inFlight,
+		len(a.recent), formatMS(recent.P50), formatMS(recent.P99))
+	a.recent = a.recent[:0]
+	return line
+}
+
+// ReportEvery writes line(time since the call) and a newline to w every
+// interval until the returned stop is called; stop waits for a line being
+// written. A nil w writes nothing.
+func ReportEvery(w io.Writer, interval time.Duration, line func(elapsed time.Duration) string) (stop func()) {
 	if w == nil {
 		return func() {}
 	}
+	start := time.Now()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		tick := time.NewTicker(time.Second)
+		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		for {
 			select {
 			case <-done:
 				return
 			case now := <-tick.C:
-				a.mu.Lock()
-				r, recent := a.res, percentiles(a.recent)
-				line := fmt.Sprintf("%5.0fs  sent %d/%d  done %d  errors %d  in flight %d  last 1s: %d done, p50 %s p99 %s\n",
-					now.Sub(start).Seconds(), r.Sent, r.Scheduled, r.Completed, r.Errors, a.inFlight,
-					len(a.recent), formatMS(recent.P50), formatMS(recent.P99))
-				a.recent = a.recent[:0]
-				a.mu.Unlock()
-				io.WriteString(w, line)
+				io.WriteString(w, line(now.Sub(start))+"\n")
 			}
 		}
 	})
@@ -225,6 +243,7 @@ func errorKind(err error) string {
 	var certErr *tls.CertificateVerificationError
 	var alert tls.AlertError
 	var recordErr tls.RecordHeaderError
+	var quicErr *quic.TransportError
 	switch {
 	case errors.Is(err, errBody):
 		return "body"
@@ -236,7 +255,9 @@ func errorKind(err error) string {
 		return "refused"
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return "reset"
-	case errors.As(err, &certErr), errors.As(err, &alert), errors.As(err, &recordErr):
+	case errors.As(err, &certErr), errors.As(err, &alert), errors.As(err, &recordErr),
+		errors.As(err, &quicErr) && quicErr.ErrorCode.IsCryptoError(),
+		strings.Contains(err.Error(), "tls: "): // alerts from the peer have no exported type
 		return "tls"
 	}
 	return "other"

@@ -65,9 +65,6 @@ func (d *quicDialer) dial(ctx context.Context, addr string, tlsConf *tls.Config,
 		return nil, err
 	}
 	tr := &quic.Transport{Conn: socket}
-	d.mu.Lock()
-	d.sockets, d.quics = append(d.sockets, socket), append(d.quics, tr)
-	d.mu.Unlock()
 
 	if trace.TLSHandshakeStart != nil {
 		trace.TLSHandshakeStart()
@@ -80,7 +77,15 @@ func (d *quicDialer) dial(ctx context.Context, addr string, tlsConf *tls.Config,
 		}
 		trace.TLSHandshakeDone(state, err)
 	}
-	return conn, err
+	if err != nil {
+		tr.Close()
+		socket.Close()
+		return nil, err
+	}
+	d.mu.Lock()
+	d.sockets, d.quics = append(d.sockets, socket), append(d.quics, tr)
+	d.mu.Unlock()
+	return conn, nil
 }
 
 // network picks the address family the local address can reach.

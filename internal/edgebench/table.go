@@ -27,32 +27,15 @@ func WriteTable(w io.Writer, results ...*Result) {
 	g.text("status", func(i int) string { return statusList(results[i].Statuses) })
 	g.text("errors", func(i int) string { return strconv.Itoa(results[i].Errors) })
 	g.text("body bytes", func(i int) string { return strconv.FormatInt(results[i].BodyBytes, 10) })
-	phases := []struct {
-		name  string
-		stats func(*Result) Stats
-	}{
-		{"dns", func(r *Result) Stats { return r.DNS }},
-		{"connect", func(r *Result) Stats { return r.Connect }},
-		{"tls", func(r *Result) Stats { return r.TLS }},
-		{"handshake", func(r *Result) Stats { return r.Handshake }},
-		{"ttfb", func(r *Result) Stats { return r.TTFB }},
-		{"total", func(r *Result) Stats { return r.Total }},
-	}
-	for _, ph := range phases {
-		all := make([]Stats, len(results))
-		for i, r := range results {
-			all[i] = ph.stats(r)
-		}
-		if ph.name == "dns" && !slices.ContainsFunc(all, func(s Stats) bool { return s != Stats{} }) {
-			continue // IP literals: nothing was resolved
-		}
-		g.stats(ph.name, all)
-	}
-	timings := make([]map[string]TimingStats, len(results))
-	for i, r := range results {
-		timings[i] = r.ServerTiming
-	}
-	g.serverTiming(timings)
+	addFigures(g, results, []figure[*Result]{
+		{"dns", func(r *Result) Stats { return r.DNS }, true}, // left out for IP literals
+		{"connect", func(r *Result) Stats { return r.Connect }, false},
+		{"tls", func(r *Result) Stats { return r.TLS }, false},
+		{"handshake", func(r *Result) Stats { return r.Handshake }, false},
+		{"ttfb", func(r *Result) Stats { return r.TTFB }, false},
+		{"total", func(r *Result) Stats { return r.Total }, false},
+	})
+	g.serverTiming(func(i int) map[string]TimingStats { return results[i].ServerTiming })
 	writeReport(w, legend, g)
 }
 
@@ -78,27 +61,12 @@ func WriteLoadTable(w io.Writer, results ...*LoadResult) {
 	g.text("completed", func(i int) string { return strconv.Itoa(results[i].Completed) })
 	g.text("status", func(i int) string { return statusList(results[i].Statuses) })
 	g.text("errors", func(i int) string { return errorList(results[i].Errors, results[i].ErrorKinds) })
-	for _, ph := range []struct {
-		name  string
-		stats func(*LoadResult) Stats
-	}{
-		{"latency", func(r *LoadResult) Stats { return r.Latency }},
-		{"ttfb", func(r *LoadResult) Stats { return r.TTFB }},
-		{"handshake", func(r *LoadResult) Stats {
-			return Stats{r.Connect.P50 + r.TLS.P50, r.Connect.P90 + r.TLS.P90, r.Connect.P99 + r.TLS.P99}
-		}},
-	} {
-		all := make([]Stats, len(results))
-		for i, r := range results {
-			all[i] = ph.stats(r)
-		}
-		g.stats(ph.name, all)
-	}
-	timings := make([]map[string]TimingStats, len(results))
-	for i, r := range results {
-		timings[i] = r.ServerTiming
-	}
-	g.serverTiming(timings)
+	addFigures(g, results, []figure[*LoadResult]{
+		{"latency", func(r *LoadResult) Stats { return r.Latency }, false},
+		{"ttfb", func(r *LoadResult) Stats { return r.TTFB }, false},
+		{"handshake", func(r *LoadResult) Stats { return r.Handshake }, false},
+	})
+	g.serverTiming(func(i int) map[string]TimingStats { return results[i].ServerTiming })
 	writeReport(w, legend, g)
 	for _, n := range notes {
 		fmt.Fprintln(w, n)
@@ -149,8 +117,9 @@ func (g *grid) text(label string, value func(int) string) {
 	g.rows = append(g.rows, row)
 }
 
-// stats adds a p50, p90 and p99 row for one figure.
-func (g *grid) stats(name string, all []Stats) {
+// stats adds a p50, p90 and p99 row for one figure. A nil entry is a target
+// that has no such figure.
+func (g *grid) stats(name string, all []*Stats) {
 	for _, pct := range []struct {
 		label string
 		get   func(Stats) time.Duration
@@ -161,30 +130,64 @@ func (g *grid) stats(name string, all []Stats) {
 	} {
 		row := []string{name + " " + pct.label}
 		for _, s := range all {
-			row = append(row, formatMS(pct.get(s)))
+			if s == nil {
+				row = append(row, "-")
+				continue
+			}
+			row = append(row, formatMS(pct.get(*s)))
 		}
 		if g.targets == 2 {
-			row = append(row, ratio(pct.get(all[0]), pct.get(all[1])))
+			if all[0] == nil || all[1] == nil {
+				row = append(row, "-")
+			} else {
+				row = append(row, ratio(pct.get(*all[0]), pct.get(*all[1])))
+			}
 		}
 		g.rows = append(g.rows, row)
 	}
 }
 
 // serverTiming adds rows for every Server-Timing metric any target reported.
-func (g *grid) serverTiming(timings []map[string]TimingStats) {
+func (g *grid) serverTiming(timings func(target int) map[string]TimingStats) {
 	names := map[string]bool{}
-	for _, t := range timings {
-		for name := range t {
+	for i := range g.targets {
+		for name := range timings(i) {
 			names[name] = true
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(names)) {
-		all := make([]Stats, len(timings))
-		for i, t := range timings {
-			all[i] = t[name].Stats
+		all := make([]*Stats, g.targets)
+		for i := range g.targets {
+			if ts, ok := timings(i)[name]; ok {
+				all[i] = &ts.Stats
+			}
 		}
-		g.text("server-timing "+name+" n", func(i int) string { return strconv.Itoa(timings[i][name].Count) })
+		g.text("server-timing "+name+" n", func(i int) string { return strconv.Itoa(timings(i)[name].Count) })
 		g.stats("server-timing "+name, all)
+	}
+}
+
+// figure is one measured duration of a result type.
+type figure[R any] struct {
+	name  string
+	stats func(R) Stats
+	// optional figures are left out when they are zero for every target.
+	optional bool
+}
+
+// addFigures adds the percentile rows of each figure, one column per result.
+func addFigures[R any](g *grid, results []R, figures []figure[R]) {
+	for _, f := range figures {
+		all := make([]*Stats, len(results))
+		measured := false
+		for i, r := range results {
+			s := f.stats(r)
+			all[i], measured = &s, measured || s != Stats{}
+		}
+		if f.optional && !measured {
+			continue
+		}
+		g.stats(f.name, all)
 	}
 }
 
