@@ -398,7 +398,7 @@ func labWriteTable(w io.Writer, rows []*labRow) {
 	diff := func(got, want time.Duration) string {
 		return fmt.Sprintf("%+.0f", float64(got-want)/float64(time.Millisecond))
 	}
-	fmt.Fprintf(w, "%-16s %29s %29s %13s\n", "", "handshake p50 ms", "TTFB p50 ms", "")
+	fmt.Fprintf(w, "%-16s %29s %29s\n", "", "handshake p50 ms", "TTFB p50 ms")
 	fmt.Fprintf(w, "%-16s %9s %9s %9s %9s %9s %9s %13s\n", "path", "measured", "expected", "diff", "measured", "expected", "diff", "script bytes")
 	for _, r := range rows {
 		fmt.Fprintf(w, "%-16s %9s %9s %9s %9s %9s %9s %13d\n", r.name,
