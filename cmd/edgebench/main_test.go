@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func startServer(t *testing.T, body string) string {
+	t.Helper()
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Server-Timing", "origin;dur=2")
+		w.Write([]byte(body))
+	}))
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	return ts.URL + "/"
+}
+
+func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code = run(ctx, args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// Two URLs and two protocols give four targets in the JSON, in order, each
+// with its samples.
+func TestJSONOutputDecodes(t *testing.T) {
+	a, b := startServer(t, "aaaa"), startServer(t, "bbbbbbbb")
+	code, stdout, stderr := runCmd(t, "-json", "-k", "-n", "3", "-cold", "-proto", "h1,h2", a, b)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out struct {
+		Results []struct {
+			Config struct {
+				URL   string
+				Proto string
+				Cold  bool
+			}
+			Samples []struct {
+				Status       int
+				Proto        string
+				BodyBytes    int64
+				TLS, TTFB    time.Duration
+				ServerTiming map[string]time.Duration
+			}
+			Errors    int
+			BodyBytes int64
+			TTFB      struct{ P50, P90, P99 time.Duration }
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, stdout)
+	}
+	want := []struct {
+		url, proto, spoken string
+		bytes              int64
+	}{{a, "h1", "HTTP/1.1", 4}, {a, "h2", "HTTP/2.0", 4}, {b, "h1", "HTTP/1.1", 8}, {b, "h2", "HTTP/2.0", 8}}
+	if len(out.Results) != len(want) {
+		t.Fatalf("%d results, want %d", len(out.Results), len(want))
+	}
+	for i, w := range want {
+		r := out.Results[i]
+		if r.Config.URL != w.url || r.Config.Proto != w.proto || !r.Config.Cold || len(r.Samples) != 3 || r.Errors != 0 || r.BodyBytes != w.bytes {
+			t.Errorf("result %d: %+v, want %s %s cold, 3 samples of %d bytes", i, r.Config, w.url, w.proto, w.bytes)
+			continue
+		}
+		for _, s := range r.Samples {
+			if s.Status != 200 || s.Proto != w.spoken || s.TLS <= 0 || s.TTFB < s.TLS || s.ServerTiming["origin"] != 2*time.Millisecond {
+				t.Errorf("result %d sample %+v", i, s)
+			}
+		}
+		if r.TTFB.P50 <= 0 || r.TTFB.P99 < r.TTFB.P50 {
+			t.Errorf("result %d ttfb %+v", i, r.TTFB)
+		}
+	}
+	if !strings.Contains(stderr, "A: h1 cold "+a) || !strings.Contains(stderr, "D: h2 cold "+b) {
+		t.Errorf("progress on stderr does not name the targets:\n%s", stderr)
+	}
+}
+
+// The table names both targets and gives each a column of figures, with
+// their ratio.
+func TestTableListsBothTargets(t *testing.T) {
+	a, b := startServer(t, "a"), startServer(t, "b")
+	code, stdout, stderr := runCmd(t, "-k", "-n", "2", a, b)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"A  h2 warm  " + a + "  2 requests, 0 errors (1 warm-up request excluded)",
+		"B  h2 warm  " + b + "  2 requests, 0 errors (1 warm-up request excluded)",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, row := range []string{
+		`(?m)^ms / count\s+A\s+B\s+B/A$`,
+		`(?m)^spoken\s+HTTP/2\.0\s+HTTP/2\.0$`,
+		`(?m)^ttfb p50\s+\d+\.\d{3}\s+\d+\.\d{3}\s+(\d+\.\d\dx|-)$`,
+		`(?m)^total p99\s+\d+\.\d{3}\s+\d+\.\d{3}\s+(\d+\.\d\dx|-)$`,
+		`(?m)^server-timing origin p50\s+2\.000\s+2\.000\s+1\.00x$`,
+	} {
+		if !regexp.MustCompile(row).MatchString(stdout) {
+			t.Errorf("table has no row matching %s:\n%s", row, stdout)
+		}
+	}
+}
+
+func TestLoadJSON(t *testing.T) {
+	a := startServer(t, "a")
+	code, stdout, stderr := runCmd(t, "-json", "-k", "-load", "-rate", "40", "-duration", "250ms", "-proto", "h2", a)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out struct {
+		Load []struct {
+			Config struct {
+				URL      string
+				Rate     float64
+				Duration time.Duration
+			}
+			Scheduled, Sent, Completed, Errors int
+			Latency                            struct{ P50, P99 time.Duration }
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, stdout)
+	}
+	if len(out.Load) != 1 {
+		t.Fatalf("%d load results, want 1", len(out.Load))
+	}
+	r := out.Load[0]
+	if r.Config.URL != a || r.Config.Rate != 40 || r.Config.Duration != 250*time.Millisecond || r.Scheduled != 10 || r.Sent != 10 || r.Completed != 10 || r.Errors != 0 || r.Latency.P50 <= 0 {
+		t.Errorf("load result %+v, want 10 requests sent and completed", r)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "want one URL, or two to compare; got 0"},
+		{[]string{"https://a/", "https://b/", "https://c/"}, "got 3"},
+		{[]string{"-proto", "h2,quic", "https://a/"}, `-proto: protocol "quic": must be h1, h2 or h3`},
+		{[]string{"-n", "0", "https://a/"}, "-n 0: must be at least 1"},
+		{[]string{"-load", "-rate", "0", "https://a/"}, "-rate 0: must be a positive number"},
+		{[]string{"-load", "-duration", "0s", "https://a/"}, "-duration 0s: must be positive"},
+		{[]string{"-H", "no colon", "https://a/"}, `"no colon": want 'Name: value'`},
+		{[]string{"-timeout", "-1s", "https://a/"}, "-timeout -1s: must be positive"},
+		{[]string{"-nope", "https://a/"}, "flag provided but not defined: -nope"},
+	} {
+		code, _, stderr := runCmd(t, tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("edgebench %q: exit %d, stderr %q; want exit 2 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+	// A config the library refuses fails with exit 1 and its message.
+	code, _, stderr := runCmd(t, "-proto", "h3", "http://127.0.0.1:1/")
+	if code != 1 || !strings.Contains(stderr, "h3 needs an https:// URL") {
+		t.Errorf("h3 over http://: exit %d, stderr %q", code, stderr)
+	}
+}

@@ -1,0 +1,257 @@
+package edgebench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Proto is the HTTP version spoken to the target.
+type Proto string
+
+// The protocols edgebench speaks.
+const (
+	H1 Proto = "h1" // HTTP/1.1 (over TLS for https, cleartext for http)
+	H2 Proto = "h2" // HTTP/2 (ALPN h2 over TLS; prior-knowledge h2c for http)
+	H3 Proto = "h3" // HTTP/3 over QUIC (https only)
+)
+
+// ParseProtos parses a comma-separated list of protocols such as "h1,h2,h3".
+func ParseProtos(list string) ([]Proto, error) {
+	var protos []Proto
+	for _, field := range strings.Split(list, ",") {
+		p := Proto(strings.TrimSpace(field))
+		if err := p.validate(); err != nil {
+			return nil, err
+		}
+		protos = append(protos, p)
+	}
+	return protos, nil
+}
+
+func (p Proto) validate() error {
+	switch p {
+	case H1, H2, H3:
+		return nil
+	}
+	return fmt.Errorf("edgebench: protocol %q: must be h1, h2 or h3", string(p))
+}
+
+// Defaults applied to a zero Config field.
+const (
+	DefaultRequests = 20
+	DefaultTimeout  = 10 * time.Second
+)
+
+// Config says what to measure and how.
+type Config struct {
+	// URL is the target, http:// or https:// (h3 needs https).
+	URL string
+	// Proto is the HTTP version to speak; default h2.
+	Proto Proto
+	// Cold gives every request a fresh transport, so a fresh connection and
+	// a full handshake (no TLS session resumption), closed afterwards. When
+	// false one transport is reused and one unmeasured warm-up request opens
+	// its connection first.
+	Cold bool
+	// Requests is how many measured requests probe mode ([Run]) sends;
+	// default 20. [Load] ignores it.
+	Requests int
+	// Header is added to every request, e.g. Accept-Encoding: br. A Host
+	// entry sets the request's Host (and so the TLS server name).
+	Header http.Header
+	// Insecure skips certificate verification (tls internal, tests).
+	Insecure bool
+	// Timeout bounds each request, handshakes and body included; default 10s.
+	Timeout time.Duration
+	// LocalAddr is an optional source IP to dial from, e.g. "127.0.0.2"
+	// (the TCP source for h1/h2, the UDP socket's address for h3).
+	LocalAddr string
+	// OnSample, if set, is called by [Run] after each measured request
+	// (for progress on long runs).
+	OnSample func(Sample) `json:"-"`
+}
+
+// normalize fills defaults and refuses a config that cannot be measured.
+func (c *Config) normalize() error {
+	if c.Proto == "" {
+		c.Proto = H2
+	}
+	if err := c.Proto.validate(); err != nil {
+		return err
+	}
+	if c.Requests == 0 {
+		c.Requests = DefaultRequests
+	}
+	if c.Requests < 0 {
+		return fmt.Errorf("edgebench: requests %d: must be at least 1", c.Requests)
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("edgebench: timeout %v: must be positive", c.Timeout)
+	}
+	u, err := url.Parse(c.URL)
+	if err != nil {
+		return fmt.Errorf("edgebench: URL %q: %v", c.URL, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("edgebench: URL %q: must be http://host/... or https://host/...", c.URL)
+	}
+	if c.Proto == H3 && u.Scheme != "https" {
+		return fmt.Errorf("edgebench: URL %q: h3 needs an https:// URL (QUIC always carries TLS)", c.URL)
+	}
+	if c.LocalAddr != "" && net.ParseIP(c.LocalAddr) == nil {
+		return fmt.Errorf("edgebench: local address %q: must be an IP address such as 127.0.0.2", c.LocalAddr)
+	}
+	return nil
+}
+
+// label names the config in tables: "h2 cold".
+func (c *Config) label() string {
+	if c.Cold {
+		return string(c.Proto) + " cold"
+	}
+	return string(c.Proto) + " warm"
+}
+
+// Sample is one measured request. Connect and TLS are the durations of
+// those phases (0 on a reused connection); TTFB and Total are measured from
+// the request's start (in load mode, from its scheduled start).
+type Sample struct {
+	DNS, Connect, TLS, TTFB, Total time.Duration
+	// Reused is true when the request went out on an existing connection.
+	Reused bool
+	Status int
+	// Proto is the version the server actually spoke, e.g. "HTTP/2.0".
+	Proto string
+	// BodyBytes is the body as received on the wire (not decoded).
+	BodyBytes int64
+	// ServerTiming sums the server's Server-Timing dur per metric name.
+	ServerTiming map[string]time.Duration
+	Err          error
+}
+
+// MarshalJSON writes Err as its message.
+func (s Sample) MarshalJSON() ([]byte, error) {
+	type plain Sample
+	out := struct {
+		plain
+		Err string `json:"Err,omitempty"`
+	}{plain: plain(s)}
+	if s.Err != nil {
+		out.Err = s.Err.Error()
+	}
+	return json.Marshal(out)
+}
+
+// Stats are nearest-rank percentiles.
+type Stats struct{ P50, P90, P99 time.Duration }
+
+// TimingStats aggregates one Server-Timing metric's dur over the responses
+// that carried it.
+type TimingStats struct {
+	Count int
+	Mean  time.Duration
+	Stats
+}
+
+// Result is a probe run's samples and their summary. Percentiles are over
+// the successful samples (Err == nil, any status).
+type Result struct {
+	Config Config
+	// Warmup is how many unmeasured requests ran before the samples (1 in
+	// warm mode: the request that opened the connection).
+	Warmup  int
+	Samples []Sample
+	Errors  int
+	// Statuses counts responses by status code.
+	Statuses                                  map[int]int
+	DNS, Connect, TLS, Handshake, TTFB, Total Stats // Handshake = Connect+TLS per sample
+	// BodyBytes is the median body size of the successful samples.
+	BodyBytes    int64
+	ServerTiming map[string]TimingStats
+}
+
+// Run measures cfg.Requests requests to cfg.URL one after another. It
+// returns an error for a config it cannot run or a failed warm-up request;
+// failed measured requests are counted in Result.Errors.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	res := &Result{Config: cfg}
+	var warm *client
+	if !cfg.Cold {
+		c, err := newClient(&cfg)
+		if err != nil {
+			return nil, err
+		}
+		defer c.close()
+		if s := c.do(ctx, &cfg, time.Now()); s.Err != nil {
+			return nil, fmt.Errorf("edgebench: warm-up request to %s over %s: %w", cfg.URL, cfg.Proto, s.Err)
+		}
+		res.Warmup = 1
+		warm = c
+	}
+	for range cfg.Requests {
+		if err := ctx.Err(); err != nil {
+			res.summarize()
+			return res, err
+		}
+		c := warm
+		if cfg.Cold {
+			var err error
+			if c, err = newClient(&cfg); err != nil {
+				return nil, err
+			}
+		}
+		s := c.do(ctx, &cfg, time.Now())
+		if cfg.Cold {
+			c.close()
+		}
+		res.Samples = append(res.Samples, s)
+		if cfg.OnSample != nil {
+			cfg.OnSample(s)
+		}
+	}
+	res.summarize()
+	return res, nil
+}
+
+func (r *Result) summarize() {
+	var dns, connect, tlsd, handshake, ttfb, total []time.Duration
+	var bodies []int64
+	timings := newTimingAggregate()
+	r.Errors = 0
+	r.Statuses = map[int]int{}
+	for _, s := range r.Samples {
+		if s.Err != nil {
+			r.Errors++
+			continue
+		}
+		r.Statuses[s.Status]++
+		dns = append(dns, s.DNS)
+		connect = append(connect, s.Connect)
+		tlsd = append(tlsd, s.TLS)
+		handshake = append(handshake, s.Connect+s.TLS)
+		ttfb = append(ttfb, s.TTFB)
+		total = append(total, s.Total)
+		bodies = append(bodies, s.BodyBytes)
+		timings.add(s.ServerTiming)
+	}
+	r.DNS, r.Connect, r.TLS = percentiles(dns), percentiles(connect), percentiles(tlsd)
+	r.Handshake, r.TTFB, r.Total = percentiles(handshake), percentiles(ttfb), percentiles(total)
+	r.BodyBytes = median(bodies)
+	r.ServerTiming = timings.stats()
+}
+
+// errBody marks a failure while reading the response body.
+var errBody = errors.New("reading body")

@@ -1,0 +1,112 @@
+package edgebench
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http/httptrace"
+	"net/netip"
+	"strconv"
+	"sync"
+
+	"github.com/quic-go/quic-go"
+)
+
+// quicDialer is the http3 transport's Dial. It reports the phases through
+// the request's httptrace like the TCP dialer does, waits until the QUIC
+// handshake is complete (quic Dial, not DialEarly) so TLS is the whole
+// handshake, and binds its UDP sockets to the configured local address.
+type quicDialer struct {
+	local net.IP
+
+	mu      sync.Mutex
+	sockets []*net.UDPConn
+	quics   []*quic.Transport
+}
+
+func (d *quicDialer) dial(ctx context.Context, addr string, tlsConf *tls.Config, conf *quic.Config) (*quic.Conn, error) {
+	trace := httptrace.ContextClientTrace(ctx)
+	if trace == nil {
+		trace = &httptrace.ClientTrace{}
+	}
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.ParseUint(portText, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("port %q: %w", portText, err)
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		if trace.DNSStart != nil {
+			trace.DNSStart(httptrace.DNSStartInfo{Host: host})
+		}
+		ips, lookupErr := net.DefaultResolver.LookupNetIP(ctx, d.network(), host)
+		if trace.DNSDone != nil {
+			trace.DNSDone(httptrace.DNSDoneInfo{Err: lookupErr})
+		}
+		if lookupErr != nil {
+			return nil, lookupErr
+		}
+		ip = ips[0]
+	}
+	raddr := net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip.Unmap(), uint16(port)))
+
+	if trace.ConnectStart != nil {
+		trace.ConnectStart("udp", raddr.String())
+	}
+	socket, err := net.ListenUDP("udp", &net.UDPAddr{IP: d.local})
+	if trace.ConnectDone != nil {
+		trace.ConnectDone("udp", raddr.String(), err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	tr := &quic.Transport{Conn: socket}
+
+	if trace.TLSHandshakeStart != nil {
+		trace.TLSHandshakeStart()
+	}
+	conn, err := tr.Dial(ctx, raddr, tlsConf, conf)
+	if trace.TLSHandshakeDone != nil {
+		var state tls.ConnectionState
+		if conn != nil {
+			state = conn.ConnectionState().TLS
+		}
+		trace.TLSHandshakeDone(state, err)
+	}
+	if err != nil {
+		tr.Close()
+		socket.Close()
+		return nil, err
+	}
+	d.mu.Lock()
+	d.sockets, d.quics = append(d.sockets, socket), append(d.quics, tr)
+	d.mu.Unlock()
+	return conn, nil
+}
+
+// network picks the address family the local address can reach.
+func (d *quicDialer) network() string {
+	switch {
+	case d.local == nil:
+		return "ip"
+	case d.local.To4() != nil:
+		return "ip4"
+	}
+	return "ip6"
+}
+
+// close releases every socket the dialer opened (quic.Transport does not
+// close a socket it was given).
+func (d *quicDialer) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, tr := range d.quics {
+		tr.Close()
+		d.sockets[i].Close()
+	}
+	d.sockets, d.quics = nil, nil
+}

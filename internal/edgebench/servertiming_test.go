@@ -1,0 +1,99 @@
+package edgebench
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseServerTiming(t *testing.T) {
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	for _, tc := range []struct {
+		in   []string
+		want []ServerTimingMetric
+	}{
+		{[]string{`db;dur=12.3;desc="x"`}, []ServerTimingMetric{{Name: "db", Dur: ms(12.3), HasDur: true, Desc: "x"}}},
+		{[]string{`miss, db;dur=53, app;dur=47.2`}, []ServerTimingMetric{
+			{Name: "miss"}, {Name: "db", Dur: ms(53), HasDur: true}, {Name: "app", Dur: ms(47.2), HasDur: true}}},
+		{[]string{"a;dur=1", "b;dur=2"}, []ServerTimingMetric{{Name: "a", Dur: ms(1), HasDur: true}, {Name: "b", Dur: ms(2), HasDur: true}}},
+		// Whitespace around separators, case-insensitive parameter names,
+		// a token desc, a parameter without value.
+		{[]string{" cache ;  DUR = 0.5 ; Desc=hit ; flag "}, []ServerTimingMetric{{Name: "cache", Dur: ms(0.5), HasDur: true, Desc: "hit"}}},
+		// The first of repeated parameters wins, even an invalid one.
+		{[]string{`db;dur=1;dur=2;desc=a;desc=b`}, []ServerTimingMetric{{Name: "db", Dur: ms(1), HasDur: true, Desc: "a"}}},
+		{[]string{`db;dur=abc;dur=2`}, []ServerTimingMetric{{Name: "db"}}},
+		// Commas, semicolons and escaped quotes inside a quoted desc.
+		{[]string{`edge;desc="a, b; \"c\" \\";dur=3, origin;dur=4`}, []ServerTimingMetric{
+			{Name: "edge", Dur: ms(3), HasDur: true, Desc: `a, b; "c" \`}, {Name: "origin", Dur: ms(4), HasDur: true}}},
+		// Durations that are not plain non-negative decimals are ignored.
+		{[]string{`a;dur=-1, b;dur=NaN, c;dur=inf, d;dur=0x10, e;dur=1e20, f;dur=1_0, g;dur=.5, h;dur=2e3`}, []ServerTimingMetric{
+			{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "d"}, {Name: "e"}, {Name: "f"},
+			{Name: "g", Dur: ms(0.5), HasDur: true}, {Name: "h", Dur: 2 * time.Second, HasDur: true}}},
+		// Malformed metrics are skipped; the rest still count.
+		{[]string{`"quoted";dur=1, ok;dur=2`}, []ServerTimingMetric{{Name: "ok", Dur: ms(2), HasDur: true}}},
+		{[]string{`bad name;dur=1, ok;dur=2`}, []ServerTimingMetric{{Name: "ok", Dur: ms(2), HasDur: true}}},
+		{[]string{`a;=1, b;dur=2`}, []ServerTimingMetric{{Name: "b", Dur: ms(2), HasDur: true}}},
+		{[]string{`a;desc="unterminated, b;dur=2`}, nil},
+		{[]string{`a;desc="x, y";dur=oops junk, b;dur=2`}, []ServerTimingMetric{{Name: "b", Dur: ms(2), HasDur: true}}},
+		{[]string{"", " , ,", ";"}, nil},
+	} {
+		got := ParseServerTiming(tc.in...)
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("ParseServerTiming(%q)\n got %+v\nwant %+v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestFormatServerTiming(t *testing.T) {
+	metrics := []ServerTimingMetric{
+		{Name: "db", Dur: 12345678, HasDur: true, Desc: `say "hi"`},
+		{Name: "miss"},
+		{Name: "app", Dur: 2 * time.Millisecond, HasDur: true},
+		{Name: "zero", HasDur: true},
+	}
+	const want = `db;dur=12.345678;desc="say \"hi\"", miss, app;dur=2, zero;dur=0`
+	if got := FormatServerTiming(metrics); got != want {
+		t.Errorf("FormatServerTiming = %s, want %s", got, want)
+	}
+	if back := ParseServerTiming(want); !reflect.DeepEqual(back, metrics) {
+		t.Errorf("parsing it back gives %+v", back)
+	}
+}
+
+// FuzzParseServerTiming feeds the parser arbitrary header values (they come
+// from the server under test). It must not panic, must only return metrics
+// with token names and durations in range, and what it returns must survive
+// a format/parse round trip unchanged.
+func FuzzParseServerTiming(f *testing.F) {
+	for _, seed := range []string{
+		`db;dur=12.3;desc="x"`,
+		`miss, db;dur=53, app;dur=47.2`,
+		`edge;desc="a, b; \"c\" \\";dur=3, origin;dur=4`,
+		` cache ;  DUR = 0.5 ; Desc=hit ; flag `,
+		`a;dur=-1, b;dur=NaN, c;dur=1e20, d;dur=.5e1`,
+		`a;desc="unterminated, b;dur=2`,
+		`x;dur=999999999.999999`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, header string) {
+		metrics := ParseServerTiming(header)
+		for _, m := range metrics {
+			if m.Name == "" || strings.IndexFunc(m.Name, func(r rune) bool { return r > 0x7f || !isTokenChar(byte(r)) }) >= 0 {
+				t.Fatalf("metric name %q is not a token", m.Name)
+			}
+			if m.Dur < 0 || m.Dur > time.Duration(maxServerTimingMS*float64(time.Millisecond)) || (!m.HasDur && m.Dur != 0) {
+				t.Fatalf("metric %+v: dur out of range", m)
+			}
+		}
+		formatted := FormatServerTiming(metrics)
+		again := ParseServerTiming(formatted)
+		if len(metrics) == 0 && len(again) == 0 {
+			return
+		}
+		if !reflect.DeepEqual(again, metrics) {
+			t.Fatalf("round trip changed the metrics:\n in  %q\n got %+v\n fmt %q\n got %+v", header, metrics, formatted, again)
+		}
+	})
+}

@@ -1,0 +1,57 @@
+package edgebench
+
+import (
+	"slices"
+	"time"
+)
+
+// percentiles returns nearest-rank percentiles (the smallest value with at
+// least p of the samples at or below it); zero for no samples.
+func percentiles(d []time.Duration) Stats {
+	if len(d) == 0 {
+		return Stats{}
+	}
+	sorted := slices.Clone(d)
+	slices.Sort(sorted)
+	return Stats{P50: rank(sorted, 50), P90: rank(sorted, 90), P99: rank(sorted, 99)}
+}
+
+func rank[T any](sorted []T, p int) T {
+	i := (p*len(sorted)+99)/100 - 1 // ceil(p/100*n) - 1
+	return sorted[max(i, 0)]
+}
+
+func median(values []int64) int64 {
+	if len(values) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(values)
+	slices.Sort(sorted)
+	return rank(sorted, 50)
+}
+
+// timingAggregate collects Server-Timing durations per metric name.
+type timingAggregate map[string][]time.Duration
+
+func newTimingAggregate() timingAggregate { return timingAggregate{} }
+
+func (a timingAggregate) add(durs map[string]time.Duration) {
+	for name, d := range durs {
+		a[name] = append(a[name], d)
+	}
+}
+
+func (a timingAggregate) stats() map[string]TimingStats {
+	if len(a) == 0 {
+		return nil
+	}
+	out := make(map[string]TimingStats, len(a))
+	for name, durs := range a {
+		var sum time.Duration
+		for _, d := range durs {
+			sum += d
+		}
+		out[name] = TimingStats{Count: len(durs), Mean: sum / time.Duration(len(durs)), Stats: percentiles(durs)}
+	}
+	return out
+}
