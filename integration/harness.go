@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -91,38 +92,47 @@ func StartCaddyWith(t testing.TB, opts Options, caddyfile string) *Caddy {
 	if caddyBinary == "" {
 		t.Fatal("integration: caddy binary not built (TestMain must call BuildCaddy)")
 	}
-	c := &Caddy{
-		HTTPPort:  FreePort(t),
-		HTTPSPort: FreePort(t),
-		AdminPort: FreePort(t),
-		Dir:       t.TempDir(),
-		opts:      opts,
-		logs:      &lockedBuffer{},
-		done:      make(chan struct{}),
-	}
-	path := filepath.Join(c.Dir, "Caddyfile")
-	if err := os.WriteFile(path, []byte(c.withGlobals(caddyfile)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c.cmd = exec.Command(caddyBinary, "run", "--config", path, "--adapter", "caddyfile")
-	c.cmd.Dir = c.Dir
-	c.cmd.Env = append(c.env(), opts.Env...)
-	c.cmd.Stdout = c.logs
-	c.cmd.Stderr = c.logs
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("starting caddy: %v", err)
-	}
-	go func() { _ = c.cmd.Wait(); close(c.done) }()
-	t.Cleanup(func() {
-		c.Stop()
-		if t.Failed() {
-			t.Logf("caddy log:\n%s", c.Logs())
+	// A port found free can be taken before Caddy binds it (by a test
+	// running in parallel): then try again with other ports.
+	for attempt := 1; ; attempt++ {
+		c := &Caddy{
+			HTTPPort:  FreePort(t),
+			HTTPSPort: FreePort(t),
+			AdminPort: FreePort(t),
+			Dir:       t.TempDir(),
+			opts:      opts,
+			logs:      &lockedBuffer{},
+			done:      make(chan struct{}),
 		}
-	})
-	if err := c.waitReady(caddyfile); err != nil {
-		t.Fatalf("caddy did not start: %v\nlog:\n%s", err, c.Logs())
+		path := filepath.Join(c.Dir, "Caddyfile")
+		if err := os.WriteFile(path, []byte(c.withGlobals(caddyfile)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.cmd = exec.Command(caddyBinary, "run", "--config", path, "--adapter", "caddyfile")
+		c.cmd.Dir = c.Dir
+		c.cmd.Env = append(c.env(), opts.Env...)
+		c.cmd.Stdout = c.logs
+		c.cmd.Stderr = c.logs
+		if err := c.cmd.Start(); err != nil {
+			t.Fatalf("starting caddy: %v", err)
+		}
+		go func() { _ = c.cmd.Wait(); close(c.done) }()
+		err := c.waitReady(caddyfile)
+		if err != nil && attempt < 3 && strings.Contains(c.Logs(), "address already in use") {
+			c.Stop()
+			continue
+		}
+		t.Cleanup(func() {
+			c.Stop()
+			if t.Failed() {
+				t.Logf("caddy log:\n%s", c.Logs())
+			}
+		})
+		if err != nil {
+			t.Fatalf("caddy did not start: %v\nlog:\n%s", err, c.Logs())
+		}
+		return c
 	}
-	return c
 }
 
 func (c *Caddy) env() []string {
@@ -312,18 +322,26 @@ func grepLines(text, substr string) string {
 	return strings.Join(out, "\n")
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and
-// whose UDP twin is free too (Caddy's HTTP/3 listens on the HTTPS port).
+// FreePort returns a port that was free a moment ago for TCP and UDP on
+// every interface (Caddy binds site ports on all of them, and its HTTP/3
+// listens on the HTTPS port). It is chosen below the kernel's ephemeral
+// range, so that the outgoing connections tests make meanwhile cannot take
+// it before Caddy binds it.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	lo, hi := 20000, ephemeralLow()
+	for range 200 {
+		port := 0 // the kernel's choice, if the range leaves no room below
+		if hi-lo >= 1000 {
+			port = lo + rand.IntN(hi-lo)
 		}
-		port := l.Addr().(*net.TCPAddr).Port
+		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
+		if err != nil {
+			continue
+		}
+		port = l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf(":%d", port))
 		l.Close()
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			continue
 		}
@@ -332,6 +350,21 @@ func FreePort(t testing.TB) int {
 	}
 	t.Fatal("no free port")
 	return 0
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// default when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	if f := strings.Fields(string(b)); len(f) == 2 {
+		if n, err := strconv.Atoi(f[0]); err == nil {
+			return n
+		}
+	}
+	return 32768
 }
 
 // Origin serves handler on 127.0.0.1 until the test ends and returns its
