@@ -614,14 +614,11 @@ func (s *Set) candidate(buf []byte, i int, final bool) int {
 		a := i + k - 1
 		for ; a+8 <= n; a += 6 {
 			w := binary.LittleEndian.Uint64(buf[a:])
-			h0 := tripleHash(uint32(w))
-			hit := q[h0>>6] >> (h0 & 63) & 1
+			hit := uint64(q[anchorHash(uint32(w))])
 			if k == 3 {
-				h3 := tripleHash(uint32(w >> 24))
-				hit |= (q[h3>>6] >> (h3 & 63) & 1) << 3
+				hit |= uint64(q[anchorHash(uint32(w>>24))]) << 3
 			} else {
-				h2, h4 := tripleHash(uint32(w>>16)), tripleHash(uint32(w>>32))
-				hit |= (q[h2>>6]>>(h2&63)&1)<<2 | (q[h4>>6]>>(h4&63)&1)<<4
+				hit |= uint64(q[anchorHash(uint32(w>>16))])<<2 | uint64(q[anchorHash(uint32(w>>32))])<<4
 			}
 			for ; hit != 0; hit &= hit - 1 {
 				off := bits.TrailingZeros64(hit)
