@@ -612,6 +612,26 @@ func (s *Set) candidate(buf []byte, i int, final bool) int {
 		// lets a match start in [a-k+1, a].
 		q := &s.anchors
 		a := i + k - 1
+		if k == 3 { // twelve bytes, four anchors, at a time
+			for ; a+14 <= n; a += 12 {
+				w0 := binary.LittleEndian.Uint64(buf[a:])
+				w1 := binary.LittleEndian.Uint64(buf[a+6:])
+				m0, m1 := q[anchorHash(uint32(w0))], q[anchorHash(uint32(w0>>24))]
+				m2, m3 := q[anchorHash(uint32(w1))], q[anchorHash(uint32(w1>>24))]
+				if m0|m1|m2|m3 == 0 {
+					continue
+				}
+				hit := uint64(m0) | uint64(m1)<<3 | uint64(m2)<<6 | uint64(m3)<<9
+				for ; hit != 0; hit &= hit - 1 {
+					off := bits.TrailingZeros64(hit)
+					for j := a + off - 2; j <= a+off; j++ {
+						if p[binary.LittleEndian.Uint16(buf[j:])] != 0 && t[tripleHash(binary.LittleEndian.Uint32(buf[j:]))] != 0 {
+							return j
+						}
+					}
+				}
+			}
+		}
 		for ; a+8 <= n; a += 6 {
 			w := binary.LittleEndian.Uint64(buf[a:])
 			hit := uint64(q[anchorHash(uint32(w))])
