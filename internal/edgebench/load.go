@@ -82,16 +82,12 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 
 	var shared *client
 	if !cfg.Cold {
-		c, err := newClient(&cfg.Config)
-		if err != nil {
+		var err error
+		if shared, err = openWarm(ctx, &cfg.Config); err != nil {
 			return nil, err
 		}
-		defer c.close()
-		if s := c.do(ctx, &cfg.Config, time.Now()); s.Err != nil {
-			return nil, fmt.Errorf("edgebench: warm-up request to %s over %s: %w", cfg.URL, cfg.Proto, s.Err)
-		}
+		defer shared.close()
 		res.Warmup = 1
-		shared = c
 	}
 
 	agg := &loadAggregate{timings: newTimingAggregate(), res: res}
@@ -121,11 +117,7 @@ schedule:
 		wg.Go(func() {
 			c := shared
 			if cfg.Cold {
-				var err error
-				if c, err = newClient(&cfg.Config); err != nil {
-					agg.add(Sample{Err: err})
-					return
-				}
+				c = newClient(&cfg.Config)
 				defer c.close()
 			}
 			agg.add(c.do(ctx, &cfg.Config, due))
