@@ -12,7 +12,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -193,7 +192,7 @@ func output(stdout, stderr io.Writer, asJSON bool, v any, table func()) int {
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
-		fmt.Fprintf(stderr, "edgebench: %v\n", errors.Unwrap(err))
+		fmt.Fprintf(stderr, "edgebench: %v\n", err)
 		return 1
 	}
 	return 0
