@@ -119,11 +119,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	progress := func(i int, cfg edgebench.Config) {
 		if !*quiet {
-			mode := "warm"
-			if cfg.Cold {
-				mode = "cold"
-			}
-			fmt.Fprintf(stderr, "%c: %s %s %s\n", 'A'+i, cfg.Proto, mode, cfg.URL)
+			fmt.Fprintf(stderr, "%c: %s %s\n", 'A'+i, cfg.Label(), cfg.URL)
 		}
 	}
 

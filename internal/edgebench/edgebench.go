@@ -114,8 +114,8 @@ func (c *Config) normalize() error {
 	return nil
 }
 
-// label names the config in tables: "h2 cold".
-func (c *Config) label() string {
+// Label names the config in tables and progress lines: "h2 cold".
+func (c *Config) Label() string {
 	if c.Cold {
 		return string(c.Proto) + " cold"
 	}
