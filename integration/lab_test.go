@@ -45,9 +45,6 @@ func labDo(client *http.Client, method, url, body string) (int, string) {
 	if err != nil {
 		return 0, err.Error()
 	}
-	if body == "" {
-		req.Body = nil
-	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, err.Error()

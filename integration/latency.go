@@ -413,6 +413,14 @@ func (r *UDPRelay) readClients() {
 		}
 		d := relayDatagram{data: append([]byte(nil), buf[:n]...), due: time.Now().Add(r.oneWay)}
 		r.mu.Lock()
+		select {
+		case <-r.done:
+			// Close has ended the sessions: one started now would never
+			// be closed, and Close would wait for it forever.
+			r.mu.Unlock()
+			return
+		default:
+		}
 		s := r.sessions[from]
 		if s == nil {
 			if s = r.startSession(from); s == nil {

@@ -12,7 +12,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -120,11 +119,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	progress := func(i int, cfg edgebench.Config) {
 		if !*quiet {
-			mode := "warm"
-			if cfg.Cold {
-				mode = "cold"
-			}
-			fmt.Fprintf(stderr, "%c: %s %s %s\n", 'A'+i, cfg.Proto, mode, cfg.URL)
+			fmt.Fprintf(stderr, "%c: %s %s\n", 'A'+i, cfg.Label(), cfg.URL)
 		}
 	}
 
@@ -193,7 +188,7 @@ func output(stdout, stderr io.Writer, asJSON bool, v any, table func()) int {
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
-		fmt.Fprintf(stderr, "edgebench: %v\n", errors.Unwrap(err))
+		fmt.Fprintf(stderr, "edgebench: %v\n", err)
 		return 1
 	}
 	return 0

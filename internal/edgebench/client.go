@@ -21,7 +21,7 @@ type client struct {
 	close func()
 }
 
-func newClient(cfg *Config) (*client, error) {
+func newClient(cfg *Config) *client {
 	var local net.IP
 	if cfg.LocalAddr != "" {
 		local = net.ParseIP(cfg.LocalAddr)
@@ -35,7 +35,7 @@ func newClient(cfg *Config) (*client, error) {
 	if cfg.Proto == H3 {
 		d := &quicDialer{local: local}
 		tr := &http3.Transport{TLSClientConfig: tlsConfig, Dial: d.dial, DisableCompression: true}
-		return &client{rt: tr, close: func() { tr.Close(); d.close() }}, nil
+		return &client{rt: tr, close: func() { tr.Close(); d.close() }}
 	}
 	dialer := &net.Dialer{Timeout: cfg.Timeout}
 	if local != nil {
@@ -59,7 +59,18 @@ func newClient(cfg *Config) (*client, error) {
 		IdleConnTimeout:     90 * time.Second,
 		Protocols:           protocols,
 	}
-	return &client{rt: tr, close: tr.CloseIdleConnections}, nil
+	return &client{rt: tr, close: tr.CloseIdleConnections}
+}
+
+// openWarm opens the one transport of a warm run with an unmeasured request,
+// so the measured ones find its connection open.
+func openWarm(ctx context.Context, cfg *Config) (*client, error) {
+	c := newClient(cfg)
+	if s := c.do(ctx, cfg, time.Now()); s.Err != nil {
+		c.close()
+		return nil, fmt.Errorf("edgebench: warm-up request to %s over %s: %w", cfg.URL, cfg.Proto, s.Err)
+	}
+	return c, nil
 }
 
 func hostOnly(hostport string) string {

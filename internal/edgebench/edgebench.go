@@ -114,8 +114,8 @@ func (c *Config) normalize() error {
 	return nil
 }
 
-// label names the config in tables: "h2 cold".
-func (c *Config) label() string {
+// Label names the config in tables and progress lines: "h2 cold".
+func (c *Config) Label() string {
 	if c.Cold {
 		return string(c.Proto) + " cold"
 	}
@@ -190,16 +190,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res := &Result{Config: cfg}
 	var warm *client
 	if !cfg.Cold {
-		c, err := newClient(&cfg)
-		if err != nil {
+		var err error
+		if warm, err = openWarm(ctx, &cfg); err != nil {
 			return nil, err
 		}
-		defer c.close()
-		if s := c.do(ctx, &cfg, time.Now()); s.Err != nil {
-			return nil, fmt.Errorf("edgebench: warm-up request to %s over %s: %w", cfg.URL, cfg.Proto, s.Err)
-		}
+		defer warm.close()
 		res.Warmup = 1
-		warm = c
 	}
 	for range cfg.Requests {
 		if err := ctx.Err(); err != nil {
@@ -208,10 +204,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		c := warm
 		if cfg.Cold {
-			var err error
-			if c, err = newClient(&cfg); err != nil {
-				return nil, err
-			}
+			c = newClient(&cfg)
 		}
 		s := c.do(ctx, &cfg, time.Now())
 		if cfg.Cold {

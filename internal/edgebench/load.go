@@ -82,16 +82,12 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 
 	var shared *client
 	if !cfg.Cold {
-		c, err := newClient(&cfg.Config)
-		if err != nil {
+		var err error
+		if shared, err = openWarm(ctx, &cfg.Config); err != nil {
 			return nil, err
 		}
-		defer c.close()
-		if s := c.do(ctx, &cfg.Config, time.Now()); s.Err != nil {
-			return nil, fmt.Errorf("edgebench: warm-up request to %s over %s: %w", cfg.URL, cfg.Proto, s.Err)
-		}
+		defer shared.close()
 		res.Warmup = 1
-		shared = c
 	}
 
 	agg := &loadAggregate{timings: newTimingAggregate(), res: res}
@@ -121,11 +117,7 @@ schedule:
 		wg.Go(func() {
 			c := shared
 			if cfg.Cold {
-				var err error
-				if c, err = newClient(&cfg.Config); err != nil {
-					agg.add(Sample{Err: err})
-					return
-				}
+				c = newClient(&cfg.Config)
 				defer c.close()
 			}
 			agg.add(c.do(ctx, &cfg.Config, due))
@@ -148,7 +140,7 @@ type loadAggregate struct {
 	res                                    *LoadResult
 	inFlight                               int
 	latency, ttfb, connect, tls, handshake []time.Duration
-	recent                                 []time.Duration // latencies since the last progress line
+	shown                                  int // latencies before the last progress line
 	timings                                timingAggregate
 }
 
@@ -182,7 +174,6 @@ func (a *loadAggregate) add(s Sample) {
 	a.res.Statuses[s.Status]++
 	a.res.Completed++
 	a.latency = append(a.latency, s.Total)
-	a.recent = append(a.recent, s.Total)
 	a.ttfb = append(a.ttfb, s.TTFB)
 	a.connect = append(a.connect, s.Connect)
 	a.tls = append(a.tls, s.TLS)
@@ -204,12 +195,12 @@ func (a *loadAggregate) summarize() {
 func (a *loadAggregate) progressLine(elapsed time.Duration) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	r, recent := a.res, percentiles(a.recent)
-	line := fmt.Sprintf("%5.0fs  sent %d/%d  done %d  errors %d  in flight %d  last 1s: %d done, p50 %sms p99 %sms",
+	r, recent := a.res, a.latency[a.shown:]
+	stats := percentiles(recent)
+	a.shown = len(a.latency)
+	return fmt.Sprintf("%5.0fs  sent %d/%d  done %d  errors %d  in flight %d  last 1s: %d done, p50 %sms p99 %sms",
 		elapsed.Seconds(), r.Sent, r.Scheduled, r.Completed, r.Errors, a.inFlight,
-		len(a.recent), formatMS(recent.P50), formatMS(recent.P99))
-	a.recent = a.recent[:0]
-	return line
+		len(recent), formatMS(stats.P50), formatMS(stats.P99))
 }
 
 // ReportEvery writes line(time since the call) and a newline to w every

@@ -168,36 +168,6 @@ func parseDurMS(s string) (time.Duration, bool) {
 	return time.Duration(math.Round(ms * 1e6)), true
 }
 
-// FormatServerTiming writes metrics as one Server-Timing header value,
-// dur in milliseconds with nanosecond precision.
-func FormatServerTiming(metrics []ServerTimingMetric) string {
-	var b strings.Builder
-	for i, m := range metrics {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(m.Name)
-		if m.HasDur {
-			ns := int64(m.Dur)
-			b.WriteString(";dur=" + strconv.FormatInt(ns/1e6, 10))
-			if frac := ns % 1e6; frac != 0 {
-				b.WriteString(strings.TrimRight("."+strconv.FormatInt(1e6+frac, 10)[1:], "0"))
-			}
-		}
-		if m.Desc != "" {
-			b.WriteString(`;desc="`)
-			for j := 0; j < len(m.Desc); j++ {
-				if c := m.Desc[j]; c == '"' || c == '\\' {
-					b.WriteByte('\\')
-				}
-				b.WriteByte(m.Desc[j])
-			}
-			b.WriteByte('"')
-		}
-	}
-	return b.String()
-}
-
 // serverTimingDurations sums each metric's dur by name for one response.
 func serverTimingDurations(values []string) map[string]time.Duration {
 	var durs map[string]time.Duration

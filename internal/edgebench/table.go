@@ -16,7 +16,7 @@ import (
 func WriteTable(w io.Writer, results ...*Result) {
 	var legend []string
 	for i, r := range results {
-		line := fmt.Sprintf("%s  %-7s  %s  %d requests, %d errors", targetName(i), r.Config.label(), r.Config.URL, len(r.Samples), r.Errors)
+		line := fmt.Sprintf("%s  %-7s  %s  %d requests, %d errors", targetName(i), r.Config.Label(), r.Config.URL, len(r.Samples), r.Errors)
 		if r.Warmup > 0 {
 			line += fmt.Sprintf(" (%d warm-up request excluded)", r.Warmup)
 		}
@@ -44,7 +44,7 @@ func WriteTable(w io.Writer, results ...*Result) {
 func WriteLoadTable(w io.Writer, results ...*LoadResult) {
 	var legend, notes []string
 	for i, r := range results {
-		line := fmt.Sprintf("%s  %-7s  %s  %g/s for %v, open loop", targetName(i), r.Config.label(), r.Config.URL, r.Config.Rate, r.Config.Duration)
+		line := fmt.Sprintf("%s  %-7s  %s  %g/s for %v, open loop", targetName(i), r.Config.Label(), r.Config.URL, r.Config.Rate, r.Config.Duration)
 		if r.Warmup > 0 {
 			line += fmt.Sprintf(" (%d warm-up request excluded)", r.Warmup)
 		}
