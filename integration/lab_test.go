@@ -380,8 +380,25 @@ func TestEdgeLab(t *testing.T) {
 	if popH3.TTFB.P50 >= direct.TTFB.P50*7/10 {
 		t.Errorf("TTFB p50 via the PoP over h3 %v, direct %v: want < 0.7x", popH3.TTFB.P50, direct.TTFB.P50)
 	}
-	if popH3.Handshake.P50 >= popH2.Handshake.P50 {
-		t.Errorf("handshake p50 h3 %v, h2 %v: QUIC should save the TCP round trip", popH3.Handshake.P50, popH2.Handshake.P50)
+	// QUIC saves a short round trip, 20 ms, which TLS and QUIC's own CPU
+	// work (slow under -race, on a busy machine) can hide; so compare the
+	// time each handshake spent waiting on the link: through the relays
+	// minus the same handshakes on loopback.
+	loopURL := fmt.Sprintf("https://127.0.0.1:%d/d3.min.js", pop.HTTPSPort)
+	wait := map[edgebench.Proto]time.Duration{}
+	for _, r := range []struct {
+		proto edgebench.Proto
+		link  *edgebench.Result
+	}{{edgebench.H2, popH2}, {edgebench.H3, popH3}} {
+		loop, err := edgebench.Run(t.Context(), config(loopURL, r.proto, header("Accept-Encoding", "br")))
+		if err != nil || loop.Errors != 0 {
+			t.Fatalf("%s on loopback: %v (%d errors)", r.proto, err, loop.Errors)
+		}
+		wait[r.proto] = r.link.Handshake.P50 - loop.Handshake.P50
+	}
+	t.Logf("handshake p50 waiting on the link: h2 %v (2 round trips: %v), h3 %v (1: %v)", wait[edgebench.H2], 2*shortRTT, wait[edgebench.H3], shortRTT)
+	if wait[edgebench.H3] >= wait[edgebench.H2] {
+		t.Errorf("handshake p50 waiting on the link: h3 %v, h2 %v: QUIC should save the TCP round trip", wait[edgebench.H3], wait[edgebench.H2])
 	}
 	if popH2.BodyBytes >= popIdentity.BodyBytes || popIdentity.BodyBytes < int64(len(script)) {
 		t.Errorf("script bytes via the PoP: br %d, identity %d (origin file %d): want br smaller", popH2.BodyBytes, popIdentity.BodyBytes, len(script))
