@@ -18,6 +18,9 @@ func FuzzSubstitute(f *testing.F) {
 	f.Add(`(\w+)@(\w+)`, "@", false, true, []byte("a@b c@d"), uint8(3), uint8(4))
 	f.Add(`a+`, "aa", true, false, []byte("aaaaaaa"), uint8(1), uint8(4))
 	f.Add(`[^<]*<`, "é", false, false, []byte("héllo <b>"), uint8(7), uint8(2))
+	// Matches of 5+ and 4+ bytes: the prefilter's anchor stage (stride 3, 2).
+	f.Add(`rust[a-c]`, "https", true, false, []byte("rust rustc https rustb http"), uint8(5), uint8(0))
+	f.Add(`\bwa+rn\b`, "abba", true, true, []byte("warn waarn abbabba wa rn"), uint8(3), uint8(0))
 	f.Fuzz(func(t *testing.T, p1, p2 string, lit2, first bool, body []byte, split, maxMatch uint8) {
 		if len(p1) > 64 || len(p2) > 64 || len(body) > 512 {
 			return

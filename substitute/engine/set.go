@@ -195,6 +195,14 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 		s.full[p] = s.dfa.start(s.all, p, true)
 	}
 	s.buildPrefilter()
+	if s.maxMatch < 2 {
+		// An attempt is dropped when it is alive after MaxMatch+1 bytes: a
+		// prefilter must not reject it for its third byte, or whether it
+		// counts as dropped would depend on where the writes end.
+		for i := range s.triple {
+			s.triple[i] = 1
+		}
+	}
 	s.buildAnchors(minLen)
 	for x, v := range s.pair {
 		s.pair7[x&0x7F7F] |= v
