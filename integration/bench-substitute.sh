@@ -2,7 +2,8 @@
 # bench-substitute.sh: requests/s of Caddy reverse_proxy, Caddy with
 # substitute, and nginx with subs_filter, side by side in one run, all in
 # front of the same origin (nginx serving a ~1 MB HTML page) with the same
-# 10 rules (6 literal, 4 regex).
+# 10 rules (6 literal, 4 regex); plus Caddy scanning the page for one rule
+# that never matches (the cost of the scan alone).
 #
 #   integration/bench-substitute.sh [seconds-per-run] [connections]
 #   CADDY_BIN=/path/to/caddy integration/bench-substitute.sh   # skip the build
@@ -34,6 +35,7 @@ done
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 ORIGIN=$(free_port); PLAIN=$(free_port); SUBST=$(free_port); NGINX=$(free_port); ADMIN=$(free_port)
+SCAN=$(free_port)
 
 chmod 755 "$WORK" # nginx workers may run as another user
 if [ -n "${CADDY_BIN:-}" ]; then
@@ -104,6 +106,15 @@ cat >"$WORK/Caddyfile" <<CADDY
 http://127.0.0.1:$PLAIN {
 	reverse_proxy 127.0.0.1:$ORIGIN
 }
+# The cost of reading every byte once more: one rule that never matches, with
+# the memo off (else the memo would stream the unchanged page unscanned).
+http://127.0.0.1:$SCAN {
+	substitute {
+		replace "zq" "y"
+		memo off
+	}
+	reverse_proxy 127.0.0.1:$ORIGIN
+}
 http://127.0.0.1:$SUBST {
 	substitute {
 $caddy_rules	}
@@ -113,7 +124,7 @@ CADDY
 HOME=$WORK "$WORK/caddy" run --config "$WORK/Caddyfile" --adapter caddyfile >"$WORK/caddy.log" 2>&1 &
 PIDS+=($!)
 
-for port in $ORIGIN $NGINX $PLAIN $SUBST; do
+for port in $ORIGIN $NGINX $PLAIN $SCAN $SUBST; do
 	for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$port/page.html" && break; sleep 0.1; done
 done
 
@@ -135,11 +146,13 @@ rps() { # port
 }
 echo "wrk -t2 -c$CONNS -d${DURATION}s, one server at a time..." >&2
 plain=$(rps "$PLAIN")
+scan=$(rps "$SCAN")
 subst=$(rps "$SUBST")
 subs=$(rps "$NGINX")
 
 printf '\n%-34s %12s %10s\n' "server (same origin, page, rules)" "requests/s" "ratio"
 printf '%-34s %12s %10s\n' "caddy reverse_proxy" "$plain" "1.00"
+printf '%-34s %12s %10s\n' "caddy + substitute, scan only" "$scan" "$(awk -v a="$scan" -v b="$plain" 'BEGIN{printf "%.2f", a/b}')"
 printf '%-34s %12s %10s\n' "caddy reverse_proxy + substitute" "$subst" "$(awk -v a="$subst" -v b="$plain" 'BEGIN{printf "%.2f", a/b}')"
 printf '%-34s %12s %10s\n' "nginx proxy_pass + subs_filter" "$subs" "$(awk -v a="$subs" -v b="$plain" 'BEGIN{printf "%.2f", a/b}')"
 printf '\nsubstitute / plain caddy: %s (target >= 0.60)\n' "$(awk -v a="$subst" -v b="$plain" 'BEGIN{printf "%.2f", a/b}')"
