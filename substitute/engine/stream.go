@@ -625,7 +625,7 @@ func (s *Set) candidate(buf []byte, i int, final bool) int {
 				for ; hit != 0; hit &= hit - 1 {
 					off := bits.TrailingZeros64(hit)
 					for j := a + off - 2; j <= a+off; j++ {
-						if p[binary.LittleEndian.Uint16(buf[j:])] != 0 && t[tripleHash(binary.LittleEndian.Uint32(buf[j:]))] != 0 {
+						if s.canStart(buf, j) {
 							return j
 						}
 					}
@@ -643,7 +643,7 @@ func (s *Set) candidate(buf []byte, i int, final bool) int {
 			for ; hit != 0; hit &= hit - 1 {
 				off := bits.TrailingZeros64(hit)
 				for j := a + off - k + 1; j <= a+off; j++ {
-					if p[binary.LittleEndian.Uint16(buf[j:])] != 0 && t[tripleHash(binary.LittleEndian.Uint32(buf[j:]))] != 0 {
+					if s.canStart(buf, j) {
 						return j
 					}
 				}
@@ -681,6 +681,12 @@ func (s *Set) candidate(buf []byte, i int, final bool) int {
 		return i
 	}
 	return n
+}
+
+// canStart reports whether the pair and triple tables let a match start at
+// j; buf[j+3] must exist.
+func (s *Set) canStart(buf []byte, j int) bool {
+	return s.pair[binary.LittleEndian.Uint16(buf[j:])] != 0 && s.triple[tripleHash(binary.LittleEndian.Uint32(buf[j:]))] != 0
 }
 
 // tripleHash hashes the three low bytes of x (the higher byte is ignored).
