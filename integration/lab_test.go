@@ -33,7 +33,6 @@ func labPhone(ip string) *http.Client {
 			TLSClientConfig:    &tls.Config{InsecureSkipVerify: true, ServerName: "localhost"},
 			ForceAttemptHTTP2:  true,
 			DisableCompression: true,
-			Proxy:              nil,
 		},
 	}
 }

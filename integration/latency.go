@@ -68,9 +68,6 @@ func StartTCPRelay(t testing.TB, listen, upstream string, oneWay time.Duration) 
 // Addr is the relay's host:port.
 func (r *TCPRelay) Addr() string { return r.ln.Addr().String() }
 
-// Port is the relay's port.
-func (r *TCPRelay) Port() int { return r.ln.Addr().(*net.TCPAddr).Port }
-
 // Close stops accepting, cuts every connection and waits for the relay's
 // goroutines to end.
 func (r *TCPRelay) Close() {
