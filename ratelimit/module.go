@@ -126,7 +126,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	// The config generation: all modules of one config share a metrics
 	// registry, and each load gets a new one.
 	h.owner = ctx.GetMetricsRegistry()
-	registerMetrics(ctx.GetMetricsRegistry())
+	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return fmt.Errorf("throttle: metrics: %v", err)
+	}
 
 	maxKeys := 0
 	if h.Store.Type == "memory" {
