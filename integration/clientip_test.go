@@ -41,9 +41,9 @@ https://localhost:{$HTTPS_PORT} {
 	tls internal`+site+`}`)
 }
 
-// spoofHeaders are what a caller bypassing the edge would write to pose as
-// someone else.
-var spoofHeaders = map[string]string{
+// clientIPSpoofHeaders are what a caller bypassing the edge would write to
+// pose as someone else.
+var clientIPSpoofHeaders = map[string]string{
 	"CF-Connecting-IP": "6.6.6.6",
 	"X-Real-IP":        "6.6.6.6",
 	"True-Client-IP":   "6.6.6.6",
@@ -55,7 +55,7 @@ func TestClientIPThroughTheEdge(t *testing.T) {
 	c := startClientIPCaddy(t)
 	c.WaitHTTPS(t)
 
-	overH1AndH3(t, c, "/through-edge", func(t *testing.T, client *http.Client, url, wantProto string) {
+	clientIPOverH1AndH3(t, c, "/through-edge", func(t *testing.T, client *http.Client, url, wantProto string) {
 		// The PoP saw the caller 203.0.113.7, which had written its own
 		// X-Forwarded-For; an internal hop on loopback came next.
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
@@ -86,7 +86,7 @@ func TestClientIPThroughTheEdge(t *testing.T) {
 		if peer := h.Get("X-Seen-Peer"); peer != "127.0.0.1" && peer != "::1" {
 			t.Errorf("{http.client_ip.peer} = %q, want a loopback address", peer)
 		}
-		entry := accessLogEntry(t, c, req.URL.Path)
+		entry := clientIPAccessLogEntry(t, c, req.URL.Path)
 		if entry.Request.ClientIP != "203.0.113.7" || entry.ClientIP.Source != "xff" || !entry.ClientIP.ViaEdge || entry.ClientIP.Peer != h.Get("X-Seen-Peer") {
 			t.Errorf("access log has request.client_ip %q and client_ip %+v, want 203.0.113.7 via xff from the edge", entry.Request.ClientIP, entry.ClientIP)
 		}
@@ -97,14 +97,14 @@ func TestClientIPCallerBypassingTheEdge(t *testing.T) {
 	c := startClientIPCaddy(t)
 	c.WaitHTTPS(t)
 
-	overH1AndH3(t, c, "/bypass", func(t *testing.T, client *http.Client, url, _ string) {
+	clientIPOverH1AndH3(t, c, "/bypass", func(t *testing.T, client *http.Client, url, _ string) {
 		for _, secret := range []string{"", "pop-proves-itselF"} {
 			req, _ := http.NewRequest(http.MethodGet, url+"?secret="+secret, nil)
 			req.Header.Set("X-Forwarded-For", "203.0.113.7, 127.0.0.1")
 			if secret != "" {
 				req.Header.Set("X-Edge-Secret", secret)
 			}
-			for name, value := range spoofHeaders {
+			for name, value := range clientIPSpoofHeaders {
 				req.Header.Set(name, value)
 			}
 			echo, _ := GetEcho(t, client, req)
@@ -117,7 +117,7 @@ func TestClientIPCallerBypassingTheEdge(t *testing.T) {
 			if xff := h.Values("X-Forwarded-For"); len(xff) != 1 || xff[0] != peer {
 				t.Errorf("origin saw X-Forwarded-For %q, want just the peer %s", xff, peer)
 			}
-			for name := range spoofHeaders {
+			for name := range clientIPSpoofHeaders {
 				if v := h.Get(name); v != "" {
 					t.Errorf("%s %q reached the origin", name, v)
 				}
@@ -134,7 +134,7 @@ func TestClientIPCallerBypassingTheEdge(t *testing.T) {
 					t.Errorf("origin saw %s %q, want %q", name, got, value)
 				}
 			}
-			entry := accessLogEntry(t, c, req.URL.RequestURI())
+			entry := clientIPAccessLogEntry(t, c, req.URL.RequestURI())
 			if entry.Request.ClientIP != peer || entry.ClientIP.Source != "peer" || entry.ClientIP.ViaEdge {
 				t.Errorf("access log has request.client_ip %q and client_ip %+v, want the peer, not via the edge", entry.Request.ClientIP, entry.ClientIP)
 			}
@@ -170,14 +170,14 @@ http://127.0.0.1:{$HTTP_PORT} {
 	// through handle_errors.
 	req, _ := http.NewRequest(http.MethodGet, c.URL("/direct"), nil)
 	req.Header.Set("X-Forwarded-For", "203.0.113.7")
-	status, body, _ := do(t, client, req)
+	status, body := clientIPDo(t, client, req)
 	if status != 451 || body != "refused 451: peer=127.0.0.1 via_edge=false" {
 		t.Errorf("untrusted request: %d %q, want 451 from handle_errors", status, body)
 	}
 
 	// Loopback is the edge here; without a chain it is not through it.
 	req, _ = http.NewRequest(http.MethodGet, c.URL("/edge/no-chain"), nil)
-	if status, body, _ := do(t, client, req); status != 403 || body != "refused 403: peer=127.0.0.1 via_edge=false" {
+	if status, body := clientIPDo(t, client, req); status != 403 || body != "refused 403: peer=127.0.0.1 via_edge=false" {
 		t.Errorf("edge without a chain: %d %q, want the default 403", status, body)
 	}
 	req, _ = http.NewRequest(http.MethodGet, c.URL("/edge/ok"), nil)
@@ -266,14 +266,15 @@ http://127.0.0.1:{$HTTP_PORT} {
 	stillServing(t)
 }
 
-// overH1AndH3 runs fn as a subtest over plain HTTP/1.1 and over HTTP/3,
-// each with its own path under prefix.
-func overH1AndH3(t *testing.T, c *Caddy, prefix string, fn func(t *testing.T, client *http.Client, url, proto string)) {
+// clientIPOverH1AndH3 runs fn as a subtest over plain HTTP/1.1 and over
+// HTTP/3, each with its own path under prefix.
+func clientIPOverH1AndH3(t *testing.T, c *Caddy, prefix string, fn func(t *testing.T, client *http.Client, url, proto string)) {
 	t.Run("h1", func(t *testing.T) { fn(t, c.Client(), c.URL(prefix+"-h1"), "HTTP/1.1") })
 	t.Run("h3", func(t *testing.T) { fn(t, c.H3Client(), c.HTTPSURL(prefix+"-h3"), "HTTP/3.0") })
 }
 
-func do(t *testing.T, client *http.Client, req *http.Request) (status int, body, proto string) {
+// clientIPDo sends req and returns the status and the body.
+func clientIPDo(t *testing.T, client *http.Client, req *http.Request) (status int, body string) {
 	t.Helper()
 	resp, err := client.Do(req)
 	if err != nil {
@@ -281,11 +282,11 @@ func do(t *testing.T, client *http.Client, req *http.Request) (status int, body,
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), resp.Proto
+	return resp.StatusCode, string(b)
 }
 
-// accessEntry is the part of an access log line these tests read.
-type accessEntry struct {
+// clientIPAccessEntry is the part of an access log line these tests read.
+type clientIPAccessEntry struct {
 	Logger  string `json:"logger"`
 	Request struct {
 		ClientIP string `json:"client_ip"`
@@ -298,13 +299,13 @@ type accessEntry struct {
 	} `json:"client_ip"`
 }
 
-// accessLogEntry waits for the access log line of the request to path.
-func accessLogEntry(t *testing.T, c *Caddy, path string) accessEntry {
+// clientIPAccessLogEntry waits for the access log line of the request to path.
+func clientIPAccessLogEntry(t *testing.T, c *Caddy, path string) clientIPAccessEntry {
 	t.Helper()
-	var found accessEntry
+	var found clientIPAccessEntry
 	ok := WaitFor(context.Background(), 10*time.Second, func() bool {
 		for line := range strings.SplitSeq(c.Logs(), "\n") {
-			var e accessEntry
+			var e clientIPAccessEntry
 			if json.Unmarshal([]byte(line), &e) == nil && strings.HasPrefix(e.Logger, "http.log.access") && e.Request.URI == path {
 				found = e
 				return true

@@ -13,9 +13,9 @@ import (
 	"time"
 )
 
-// get sends one request and returns the response with its body read.
+// throttleGet sends one request and returns the response with its body read.
 // Headers come in name, value pairs.
-func get(t testing.TB, client *http.Client, url string, header ...string) (*http.Response, string) {
+func throttleGet(t testing.TB, client *http.Client, url string, header ...string) (*http.Response, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	for i := 0; i+1 < len(header); i += 2 {
@@ -73,7 +73,7 @@ func TestThrottleEnforce(t *testing.T) {
 			// rejected.
 			if tc.name == "h1" {
 				for i := range 3 {
-					resp, body := get(t, tc.client, tc.url, "X-Caller", "test")
+					resp, body := throttleGet(t, tc.client, tc.url, "X-Caller", "test")
 					if resp.StatusCode != 200 || body != "from origin" {
 						t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
 					}
@@ -85,7 +85,7 @@ func TestThrottleEnforce(t *testing.T) {
 					}
 				}
 			}
-			resp, body := get(t, tc.client, tc.url, "X-Caller", "test")
+			resp, body := throttleGet(t, tc.client, tc.url, "X-Caller", "test")
 			if resp.StatusCode != 429 || body != "slow down: 429" {
 				t.Fatalf("over the limit: %d %q, want 429 from handle_errors", resp.StatusCode, body)
 			}
@@ -119,7 +119,7 @@ func TestThrottleObserve(t *testing.T) {
 	reverse_proxy `+origin+`
 }`)
 	for i := range 5 {
-		if resp, _ := get(t, c.Client(), c.URL("/")); resp.StatusCode != 200 {
+		if resp, _ := throttleGet(t, c.Client(), c.URL("/")); resp.StatusCode != 200 {
 			t.Fatalf("observe rejected request %d: %d", i, resp.StatusCode)
 		}
 	}
@@ -146,9 +146,9 @@ func TestThrottleReload(t *testing.T) {
 	}
 	c := StartCaddy(t, config("2/1h"))
 	for range 2 {
-		get(t, c.Client(), c.URL("/"))
+		throttleGet(t, c.Client(), c.URL("/"))
 	}
-	if resp, _ := get(t, c.Client(), c.URL("/")); resp.StatusCode != 429 {
+	if resp, _ := throttleGet(t, c.Client(), c.URL("/")); resp.StatusCode != 429 {
 		t.Fatalf("third request: %d, want 429", resp.StatusCode)
 	}
 	// 2/1h -> 60/1h: a fresh budget would allow a request now; the kept
@@ -156,7 +156,7 @@ func TestThrottleReload(t *testing.T) {
 	if status, body := c.Load(config("60/1h")); status != 200 {
 		t.Fatalf("reload: %d %s", status, body)
 	}
-	resp, _ := get(t, c.Client(), c.URL("/"))
+	resp, _ := throttleGet(t, c.Client(), c.URL("/"))
 	if resp.StatusCode != 429 {
 		t.Fatalf("after reload: %d: the caller's state was lost", resp.StatusCode)
 	}
@@ -167,30 +167,30 @@ func TestThrottleReload(t *testing.T) {
 	if status == 200 || !strings.Contains(body, "request count must be") {
 		t.Fatalf("bad config: %d %q, want a refusal", status, body)
 	}
-	resp, _ = get(t, c.Client(), c.URL("/"))
+	resp, _ = throttleGet(t, c.Client(), c.URL("/"))
 	if resp.StatusCode != 429 || resp.Header.Get("RateLimit-Policy") != `"reload";q=60;w=3600` {
 		t.Fatalf("after a refused reload: %d %q, want the running config still limiting", resp.StatusCode, resp.Header.Get("RateLimit-Policy"))
 	}
 }
 
-// redisServer is a real redis-server on a free loopback port.
-type redisServer struct {
+// throttleRedis is a real redis-server on a free loopback port.
+type throttleRedis struct {
 	t    testing.TB
 	port int
 	cmd  *exec.Cmd
 }
 
-func startRedis(t testing.TB) *redisServer {
+func startThrottleRedis(t testing.TB) *throttleRedis {
 	t.Helper()
-	r := &redisServer{t: t, port: FreePort(t)}
+	r := &throttleRedis{t: t, port: FreePort(t)}
 	r.start()
 	t.Cleanup(r.stop)
 	return r
 }
 
-func (r *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
+func (r *throttleRedis) addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
 
-func (r *redisServer) start() {
+func (r *throttleRedis) start() {
 	r.t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -210,7 +210,7 @@ func (r *redisServer) start() {
 	r.t.Fatalf("redis-server not listening on %s", r.addr())
 }
 
-func (r *redisServer) stop() {
+func (r *throttleRedis) stop() {
 	if r.cmd != nil {
 		_ = r.cmd.Process.Kill()
 		_ = r.cmd.Wait()
@@ -222,7 +222,7 @@ func (r *redisServer) stop() {
 // through Redis, exactly: over a run, what they let through together is
 // what one GCRA allows for its duration, within one request.
 func TestThrottleRedisTwoNodes(t *testing.T) {
-	rs := startRedis(t)
+	rs := startThrottleRedis(t)
 	config := `http://127.0.0.1:{$HTTP_PORT} {
 	throttle {
 		zone fleet {
@@ -304,7 +304,7 @@ func TestThrottleRedisTwoNodes(t *testing.T) {
 // requests flowing with bounded latency; deny answers 503 with Retry-After;
 // limiting resumes once Redis is back.
 func TestThrottleRedisOutage(t *testing.T) {
-	rs := startRedis(t)
+	rs := startThrottleRedis(t)
 	c := StartCaddy(t, `http://127.0.0.1:{$HTTP_PORT} {
 	handle /allow {
 		throttle {
@@ -336,7 +336,7 @@ func TestThrottleRedisOutage(t *testing.T) {
 	client := c.Client()
 	status := func(path string) (int, *http.Response, time.Duration) {
 		start := time.Now()
-		resp, _ := get(t, client, c.URL(path))
+		resp, _ := throttleGet(t, client, c.URL(path))
 		return resp.StatusCode, resp, time.Since(start)
 	}
 	for _, p := range []string{"/allow", "/deny"} {

@@ -87,7 +87,7 @@ func FuzzParseKeyTemplate(f *testing.F) {
 				t.Fatalf("%q: key %+v, ReplaceAll gives %+v", s, got, want)
 			}
 		}
-		if name := rk.redisName(); len(name) > maxRedisKeyLen+1 && !strings.HasPrefix(name, "#") {
+		if name := string(rk.appendRedisName(nil)); len(name) > maxRedisKeyLen+1 && !strings.HasPrefix(name, "#") {
 			t.Fatalf("%q: Redis key name of %d bytes", s, len(name))
 		}
 	})

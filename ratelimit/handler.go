@@ -24,7 +24,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	var out [maxZones]outcome
 	n := len(h.zones)
 	for i, z := range h.zones {
-		keys[i] = z.key.key(r)
+		if j := h.sameKey[i]; j >= 0 {
+			keys[i] = keys[j]
+		} else {
+			keys[i] = z.key.key(r)
+		}
 	}
 	allowed, err := h.decide(r, keys[:n], out[:n])
 	if err != nil {

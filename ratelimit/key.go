@@ -140,16 +140,18 @@ func (rk requestKey) hash() uint64 {
 // huge header cannot make a huge Redis key.
 const maxRedisKeyLen = 128
 
-// redisName is the key's name inside a zone in Redis.
-func (rk requestKey) redisName() string {
+// appendRedisName appends the key's name inside a zone in Redis.
+func (rk requestKey) appendRedisName(b []byte) []byte {
 	if rk.isAddr {
-		return rk.addr.Addr().String() + "/" + strconv.Itoa(rk.addr.Bits())
+		b = rk.addr.Addr().AppendTo(b)
+		b = append(b, '/')
+		return strconv.AppendInt(b, int64(rk.addr.Bits()), 10)
 	}
 	if len(rk.text) > maxRedisKeyLen {
 		sum := sha256.Sum256([]byte(rk.text))
-		return "#" + hex.EncodeToString(sum[:])
+		return hex.AppendEncode(append(b, '#'), sum[:])
 	}
-	return "=" + rk.text
+	return append(append(b, '='), rk.text...)
 }
 
 // String is the key as logs show it.

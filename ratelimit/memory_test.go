@@ -302,21 +302,33 @@ func BenchmarkMemoryFlood(b *testing.B) {
 // BenchmarkHandler is what throttle adds to one request in Caddy: key from
 // client_ip, memory decision, both RateLimit headers, counters. Compare
 // with Caddy's own cost per request (tens of µs) for the end-to-end share.
+// two-zones-one-key is the usual short-burst plus sustained limit on one
+// caller: the key is derived once for both zones.
 func BenchmarkHandler(b *testing.B) {
-	// The clock advances 1µs a request, the rate's interval: never hit.
-	c := &fakeClock{ns: int64(time.Hour)}
-	h := provision(b, &Handler{Zones: []*Zone{{Name: "bench-handler", Rate: "1000000/s", Burst: 100}}}, c)
-	r := httptest.NewRequest("GET", "http://example.com/", nil)
-	vars := map[string]any{caddyhttp.ClientIPVarKey: "2001:db8::1"}
-	r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, vars))
-	caddyhttp.NewTestReplacer(r)
-	w := httptest.NewRecorder()
-	next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
-	b.ReportAllocs()
-	for b.Loop() {
-		c.ns += int64(time.Microsecond)
-		if err := h.ServeHTTP(w, r, next); err != nil {
-			b.Fatal(err)
-		}
+	for _, bc := range []struct {
+		name  string
+		zones []*Zone
+	}{
+		{"one-zone", []*Zone{{Name: "bench-handler", Rate: "1000000/s", Burst: 100}}},
+		{"two-zones-one-key", []*Zone{{Name: "bench-handler-burst", Rate: "1000000/s", Burst: 100}, {Name: "bench-handler-sustained", Rate: "1000000/s", Burst: 50}}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			// The clock advances 1µs a request, the rate's interval: never hit.
+			c := &fakeClock{ns: int64(time.Hour)}
+			h := provision(b, &Handler{Zones: bc.zones}, c)
+			r := httptest.NewRequest("GET", "http://example.com/", nil)
+			vars := map[string]any{caddyhttp.ClientIPVarKey: "2001:db8::1"}
+			r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, vars))
+			caddyhttp.NewTestReplacer(r)
+			w := httptest.NewRecorder()
+			next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+			b.ReportAllocs()
+			for b.Loop() {
+				c.ns += int64(time.Microsecond)
+				if err := h.ServeHTTP(w, r, next); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -22,7 +22,7 @@ type zoneCounters struct {
 	allowed, rejected, observed prometheus.Counter
 }
 
-func registerMetrics(reg *prometheus.Registry) {
+func registerMetrics(reg *prometheus.Registry) error {
 	m := &throttleMetrics
 	m.once.Do(func() {
 		m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -36,10 +36,12 @@ func registerMetrics(reg *prometheus.Registry) {
 		m.zones = &zoneCollector{}
 	})
 	for _, c := range []prometheus.Collector{m.requests, m.storeErrors, m.zones} {
+		// Several throttle handlers share one registry per config.
 		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
-			panic(err)
+			return err
 		}
 	}
+	return nil
 }
 
 func newZoneCounters(zone string) zoneCounters {

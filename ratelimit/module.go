@@ -50,6 +50,9 @@ type Handler struct {
 	observe bool
 	// policyHeader is RateLimit-Policy, the same on every response.
 	policyHeader string
+	// sameKey[i] is the first zone before i with the same key, whose
+	// request key zone i reuses; -1 if none.
+	sameKey []int
 }
 
 // Store selects where zone state lives.
@@ -126,7 +129,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	// The config generation: all modules of one config share a metrics
 	// registry, and each load gets a new one.
 	h.owner = ctx.GetMetricsRegistry()
-	registerMetrics(ctx.GetMetricsRegistry())
+	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return fmt.Errorf("throttle: metrics: %v", err)
+	}
 
 	maxKeys := 0
 	if h.Store.Type == "memory" {
@@ -147,6 +152,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	slices.SortFunc(h.zones, func(a, b *zone) int { return cmp.Compare(a.seq, b.seq) })
 	if h.redis != nil {
 		h.redis.prepare(h.zones)
+	}
+	h.sameKey = h.sameKey[:0]
+	for i, z := range h.zones {
+		same := slices.IndexFunc(h.zones[:i], func(y *zone) bool { return y.key == z.key })
+		h.sameKey = append(h.sameKey, same)
 	}
 	policies := make([]string, len(h.zones))
 	for i, z := range h.zones {

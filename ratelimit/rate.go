@@ -60,7 +60,7 @@ func (r rate) interval() int64 { return int64(r.period) / r.n }
 // RateLimit-Policy: the window is the period rounded up to whole seconds and
 // the quota scaled to it (5/500ms is announced as q=10;w=1).
 func (r rate) policyWindow() (quota, seconds int64) {
-	seconds = int64((r.period + time.Second - 1) / time.Second)
+	seconds = ceilSeconds(r.period)
 	quota = r.n * seconds * int64(time.Second) / int64(r.period)
 	return quota, seconds
 }

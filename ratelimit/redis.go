@@ -205,11 +205,7 @@ func (b *redisBackend) decide(ctx context.Context, keys []requestKey, out []outc
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	names := make([]string, len(keys))
-	for i, k := range keys {
-		names[i] = b.zoneKeys[i] + k.redisName()
-	}
-	res, err := gcraScript.Exec(ctx, client, names, b.args).AsIntSlice()
+	res, err := gcraScript.Exec(ctx, client, b.names(keys), b.args).AsIntSlice()
 	if err == nil && len(res) != 1+2*len(keys) {
 		err = fmt.Errorf("redis GCRA script returned %d values, want %d", len(res), 1+2*len(keys))
 	}
@@ -222,6 +218,16 @@ func (b *redisBackend) decide(ctx context.Context, keys []requestKey, out []outc
 		out[i] = outcome{allowed: res[1+2*i] == 1, after: res[2+2*i] * 1000}
 	}
 	return res[0] == 1, nil
+}
+
+// names are the Redis keys of one request, one per zone.
+func (b *redisBackend) names(keys []requestKey) []string {
+	names := make([]string, len(keys))
+	var buf [256]byte // one allocation per name: its string
+	for i, k := range keys {
+		names[i] = string(k.appendRedisName(append(buf[:0], b.zoneKeys[i]...)))
+	}
+	return names
 }
 
 func netDialer(timeout time.Duration) net.Dialer {
