@@ -70,3 +70,44 @@ func BenchmarkHandler(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHandlerDecoding runs the same page through the handler sent
+// compressed by the upstream, in 32 KiB writes: the cost of decoding on
+// top of BenchmarkHandler, and the allocations per compressed response.
+//
+//	go test -run '^$' -bench BenchmarkHandlerDecoding -benchmem ./substitute/
+func BenchmarkHandlerDecoding(b *testing.B) {
+	page, err := os.ReadFile("engine/testdata/rustc-book.html")
+	if err != nil {
+		b.Skip("no benchmark page:", err)
+	}
+	for _, enc := range []string{"gzip", "deflate", "br", "zstd"} {
+		b.Run(enc, func(b *testing.B) {
+			h := provision(b, &Handler{Rules: benchRules, Memo: MemoOff})
+			body := compress(b, enc, page)
+			next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+				w.Header().Set("Content-Type", "text/html; charset=utf-8")
+				w.Header().Set("Content-Encoding", enc)
+				w.WriteHeader(200)
+				for p := body; len(p) > 0; {
+					n := min(32<<10, len(p))
+					if _, err := w.Write(p[:n]); err != nil {
+						return err
+					}
+					p = p[n:]
+				}
+				return nil
+			})
+			r := request("GET", "/page.html")
+			w := &discardWriter{hdr: http.Header{}}
+			b.SetBytes(int64(len(page)))
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.hdr)
+				if err := h.ServeHTTP(w, r, next); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

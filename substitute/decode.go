@@ -89,7 +89,7 @@ func (d *decoder) run(enc encoding, dst io.Writer) {
 			zr = new(gzip.Reader)
 		}
 		if err = zr.Reset(d); err == nil {
-			_, err = io.Copy(dst, zr)
+			_, err = copyPooled(dst, zr)
 		}
 		gzipReaders.Put(zr)
 	case encDeflate:
@@ -101,7 +101,7 @@ func (d *decoder) run(enc encoding, dst io.Writer) {
 		} else if err = br.Reset(d); err != nil {
 			break
 		}
-		_, err = io.Copy(dst, br)
+		_, err = copyPooled(dst, br)
 		brotliReaders.Put(br)
 	case encZstd:
 		zr, _ := zstdReaders.Get().(*zstd.Decoder)
@@ -114,7 +114,7 @@ func (d *decoder) run(enc encoding, dst io.Writer) {
 			}
 		}
 		if err = zr.Reset(d); err == nil {
-			_, err = io.Copy(dst, zr)
+			_, err = copyPooled(dst, zr)
 		}
 		zstdReaders.Put(zr)
 	}
@@ -145,7 +145,7 @@ func (d *decoder) runDeflate(dst io.Writer) error {
 		if err != nil {
 			return err
 		}
-		_, err = io.Copy(dst, zr)
+		_, err = copyPooled(dst, zr)
 		zlibReaders.Put(zr)
 		return err
 	}
@@ -155,7 +155,7 @@ func (d *decoder) runDeflate(dst io.Writer) error {
 	} else if err = fr.(flate.Resetter).Reset(d, nil); err != nil {
 		return err
 	}
-	_, err = io.Copy(dst, fr)
+	_, err = copyPooled(dst, fr)
 	flateReaders.Put(fr)
 	return err
 }

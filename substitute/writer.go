@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -228,9 +229,18 @@ func (rw *responseWriter) ReadFrom(r io.Reader) (int64, error) {
 	case discarding:
 		return io.Copy(io.Discard, r)
 	}
+	return copyPooled(writerOnly{rw}, r)
+}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// copyPooled is io.Copy with a pooled buffer: the engine has no ReadFrom,
+// and neither brotli's nor zlib's reader has WriteTo, so io.Copy would
+// allocate its 32 KiB buffer for every response.
+func copyPooled(dst io.Writer, src io.Reader) (int64, error) {
 	bufp := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(bufp)
-	return io.CopyBuffer(writerOnly{rw}, r, *bufp)
+	return io.CopyBuffer(dst, src, *bufp)
 }
 
 // Flush implements http.Flusher.
