@@ -65,7 +65,8 @@ type decoder struct {
 	done chan struct{}
 	err  error // set before done is closed
 
-	// Owned by the decompressor goroutine.
+	// Owned by the decompressor goroutine (out until done is closed).
+	out     decodedOutput
 	cur     []byte
 	peek    []byte
 	pending bool // cur came from a Write still waiting for its ack
@@ -74,13 +75,29 @@ type decoder struct {
 
 // newDecoder starts decoding enc into dst.
 func newDecoder(enc encoding, dst io.Writer) *decoder {
-	d := &decoder{in: make(chan []byte), ack: make(chan struct{}), done: make(chan struct{})}
-	go d.run(enc, dst)
+	d := &decoder{in: make(chan []byte), ack: make(chan struct{}), done: make(chan struct{}), out: decodedOutput{Writer: dst}}
+	go d.run(enc)
 	return d
 }
 
-func (d *decoder) run(enc encoding, dst io.Writer) {
+// decodedOutput is where the decompressor writes. It notes a failed write,
+// so that a client going away is not taken for a corrupt upstream body.
+type decodedOutput struct {
+	io.Writer
+	failed bool
+}
+
+func (o *decodedOutput) Write(p []byte) (int, error) {
+	n, err := o.Writer.Write(p)
+	if err != nil {
+		o.failed = true
+	}
+	return n, err
+}
+
+func (d *decoder) run(enc encoding) {
 	defer close(d.done)
+	dst := &d.out
 	var err error
 	switch enc {
 	case encGzip:
@@ -238,7 +255,8 @@ func (d *decoder) doneErr() error {
 }
 
 // Close ends the input and waits for the decompressor to finish. With abort
-// set the decompressor stops without writing anything more.
+// set the decompressor stops without writing anything more. After Close,
+// d.out.failed tells an error writing the decoded body from one decoding it.
 func (d *decoder) Close(abort bool) error {
 	select {
 	case <-d.done:

@@ -278,8 +278,9 @@ func (rw *responseWriter) finish(abort bool) error {
 	var err error
 	if rw.dec != nil {
 		err = rw.dec.Close(abort || rw.writeErr != nil)
+		upstreamFault := err != nil && err != errAborted && !rw.dec.out.failed
 		rw.dec = nil
-		if err != nil && err != errAborted {
+		if upstreamFault {
 			metrics.decodeFailures.Inc()
 			rw.h.logger.Warn("upstream body failed to decode; response cut short", zap.Error(err))
 		}
