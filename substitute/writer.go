@@ -45,9 +45,9 @@ type responseWriter struct {
 	wroteHeader bool
 	writeErr    error
 
-	memoOn          bool
-	etag            string
-	host, path, qry string
+	// memoETag is the strong ETag under which finish remembers the rules
+	// that matched (a memo miss); empty when there is nothing to remember.
+	memoETag string
 }
 
 func (h *Handler) getWriter(w http.ResponseWriter, r *http.Request) *responseWriter {
@@ -82,8 +82,7 @@ func (h *Handler) putWriter(rw *responseWriter) {
 func (rw *responseWriter) resetResponse() {
 	rw.mode, rw.wroteHeader = undecided, false
 	rw.writeErr = nil
-	rw.memoOn = false
-	rw.etag, rw.host, rw.path, rw.qry = "", "", "", ""
+	rw.memoETag = ""
 }
 
 // lookupVar resolves {placeholders} of replacements for this request only.
@@ -172,12 +171,11 @@ func (rw *responseWriter) WriteHeader(status int) {
 
 // useMemo restricts the scan to the rules the same bytes matched before.
 func (rw *responseWriter) useMemo(etag string) {
-	host := hostOnly(rw.req.Host)
-	matched, ok := rw.h.memo.lookup(host, rw.req.URL.Path, rw.req.URL.RawQuery, etag)
+	matched, ok := rw.h.memo.lookup(hostOnly(rw.req.Host), rw.req.URL.Path, rw.req.URL.RawQuery, etag)
 	switch {
 	case !ok:
 		metrics.memoMisses.Inc()
-		rw.memoOn, rw.etag, rw.host, rw.path, rw.qry = true, etag, host, rw.req.URL.Path, rw.req.URL.RawQuery
+		rw.memoETag = etag
 	case matched.Empty():
 		metrics.memoUnscanned.Inc()
 		rw.mode = copying
@@ -302,8 +300,10 @@ func (rw *responseWriter) finish(abort bool) error {
 	if d := rw.stream.Dropped(); d > 0 {
 		metrics.dropped.Add(float64(d))
 	}
-	if err == nil && rw.writeErr == nil && rw.memoOn {
-		rw.h.memo.store(rw.host, rw.path, rw.qry, rw.etag, rw.stream.Matched())
+	if err == nil && rw.writeErr == nil && rw.memoETag != "" {
+		// The request is the one useMemo looked up: handlers rewrite it
+		// before they answer, not after.
+		rw.h.memo.store(hostOnly(rw.req.Host), rw.req.URL.Path, rw.req.URL.RawQuery, rw.memoETag, rw.stream.Matched())
 	}
 	return err
 }
