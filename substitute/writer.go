@@ -132,9 +132,7 @@ func (rw *responseWriter) WriteHeader(status int) {
 
 	hdr.Del("Content-Length")
 	hdr.Del("Accept-Ranges")
-	if enc != identity || len(hdr["Content-Encoding"]) > 0 {
-		hdr.Del("Content-Encoding")
-	}
+	hdr.Del("Content-Encoding") // decoded below, or identity
 	etag := hdr.Get("Etag")
 	strong := len(etag) > 2 && etag[0] == '"'
 	if strong {
