@@ -20,13 +20,13 @@ import (
 // brotliCorpus is the br module's committed sample of real bundles.
 var brotliCorpus, _ = filepath.Abs("../brotli/testdata/corpus")
 
-// browserAcceptEncoding is what Chrome sends.
-const browserAcceptEncoding = "gzip, deflate, br, zstd"
+// brotliBrowserAcceptEncoding is what Chrome sends.
+const brotliBrowserAcceptEncoding = "gzip, deflate, br, zstd"
 
-// sseOrigin sends events, flushing each, and writes the next one only once
+// brotliSSEOrigin sends events, flushing each, and writes the next one only once
 // the test has decoded the previous one from Caddy's Brotli stream (or gives
 // up after 10 s, which fails the test).
-func sseOrigin(delivered <-chan struct{}, events int) http.HandlerFunc {
+func brotliSSEOrigin(delivered <-chan struct{}, events int) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Cache-Control", "no-cache")
@@ -49,7 +49,7 @@ func TestBrotliEncodeEndToEnd(t *testing.T) {
 	const events = 4
 	mux := http.NewServeMux()
 	mux.Handle("/assets/", http.StripPrefix("/assets/", http.FileServer(http.Dir(brotliCorpus))))
-	mux.Handle("/events", sseOrigin(delivered, events))
+	mux.Handle("/events", brotliSSEOrigin(delivered, events))
 	origin := Origin(t, mux)
 
 	site := `
@@ -90,10 +90,10 @@ https://localhost:{$HTTPS_PORT} {
 					t.Fatal(err)
 				}
 				for _, tc := range []struct{ acceptEncoding, encoding string }{
-					{browserAcceptEncoding, "br"},
+					{brotliBrowserAcceptEncoding, "br"},
 					{"gzip", "gzip"},
 				} {
-					resp, body := fetch(t, p.client, p.url(path), tc.acceptEncoding)
+					resp, body := brotliFetch(t, p.client, p.url(path), tc.acceptEncoding)
 					if resp.Proto != p.proto {
 						t.Fatalf("%s: spoke %s, want %s", path, resp.Proto, p.proto)
 					}
@@ -103,7 +103,7 @@ https://localhost:{$HTTPS_PORT} {
 					if !strings.Contains(resp.Header.Get("Vary"), "Accept-Encoding") {
 						t.Errorf("%s: Vary %q lacks Accept-Encoding", path, resp.Header.Get("Vary"))
 					}
-					decoded := decode(t, tc.encoding, body)
+					decoded := brotliDecode(t, tc.encoding, body)
 					if !bytes.Equal(decoded, want) {
 						t.Fatalf("%s (%s): decoded %d bytes differ from the %d-byte original", path, tc.encoding, len(decoded), len(want))
 					}
@@ -117,7 +117,7 @@ https://localhost:{$HTTPS_PORT} {
 				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 				defer cancel()
 				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.url("/events"), nil)
-				req.Header.Set("Accept-Encoding", browserAcceptEncoding)
+				req.Header.Set("Accept-Encoding", brotliBrowserAcceptEncoding)
 				req.Header.Set("Accept", "text/event-stream")
 				resp, err := p.client.Do(req)
 				if err != nil {
@@ -159,14 +159,14 @@ https://localhost:{$HTTPS_PORT} {
 		if status == http.StatusOK || !strings.Contains(body, "br: quality 12: must be 0..11") {
 			t.Fatalf("reload with br 12: status %d body %q; want a refusal naming the quality", status, body)
 		}
-		resp, _ := fetch(t, c.Client(), c.URL("/assets/lodash.min.js"), browserAcceptEncoding)
+		resp, _ := brotliFetch(t, c.Client(), c.URL("/assets/lodash.min.js"), brotliBrowserAcceptEncoding)
 		if got := resp.Header.Get("Content-Encoding"); got != "br" {
 			t.Fatalf("after the refused reload: Content-Encoding %q, want br", got)
 		}
 	})
 }
 
-func fetch(t *testing.T, client *http.Client, url, acceptEncoding string) (*http.Response, []byte) {
+func brotliFetch(t *testing.T, client *http.Client, url, acceptEncoding string) (*http.Response, []byte) {
 	t.Helper()
 	resp, body := getSubst(t, client, url, map[string]string{"Accept-Encoding": acceptEncoding})
 	if resp.StatusCode != http.StatusOK {
@@ -175,7 +175,7 @@ func fetch(t *testing.T, client *http.Client, url, acceptEncoding string) (*http
 	return resp, []byte(body)
 }
 
-func decode(t *testing.T, encoding string, body []byte) []byte {
+func brotliDecode(t *testing.T, encoding string, body []byte) []byte {
 	t.Helper()
 	var r io.Reader
 	switch encoding {

@@ -15,8 +15,8 @@ import (
 	"github.com/klauspost/compress/gzip"
 )
 
-// memoryBlock is 64 KiB of HTML with 256 matches of "origin.example".
-var memoryBlock = func() []byte {
+// substituteMemoryBlock is 64 KiB of HTML with 256 matches of "origin.example".
+var substituteMemoryBlock = func() []byte {
 	line := []byte("<a href=\"https://origin.example/x\">" + strings.Repeat("lorem ipsum ", 18) + "</a>\n")
 	var b bytes.Buffer
 	for b.Len()+len(line) <= 64<<10 {
@@ -26,8 +26,8 @@ var memoryBlock = func() []byte {
 	return b.Bytes()
 }()
 
-// peakRSS returns the VmHWM (peak resident set) of a process, in KiB.
-func peakRSS(t *testing.T, pid int) int {
+// substitutePeakRSS returns the VmHWM (peak resident set) of a process, in KiB.
+func substitutePeakRSS(t *testing.T, pid int) int {
 	t.Helper()
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -53,7 +53,7 @@ func TestSubstituteMemory(t *testing.T) {
 	if os.Getenv("EDGEKIT_MEMORY") == "" {
 		t.Skip("set EDGEKIT_MEMORY=1 to stream 1 GiB through substitute and report Caddy's peak RSS")
 	}
-	matchesPerBlock := bytes.Count(memoryBlock, []byte("origin.example"))
+	matchesPerBlock := bytes.Count(substituteMemoryBlock, []byte("origin.example"))
 	origin := Origin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		blocks, _ := strconv.Atoi(r.URL.Query().Get("blocks"))
 		w.Header().Set("Content-Type", "text/html")
@@ -64,10 +64,10 @@ func TestSubstituteMemory(t *testing.T) {
 			defer zw.Close()
 			out = zw
 		} else {
-			w.Header().Set("Content-Length", strconv.Itoa(blocks*len(memoryBlock)))
+			w.Header().Set("Content-Length", strconv.Itoa(blocks*len(substituteMemoryBlock)))
 		}
 		for range blocks {
-			if _, err := out.Write(memoryBlock); err != nil {
+			if _, err := out.Write(substituteMemoryBlock); err != nil {
 				return
 			}
 		}
@@ -103,7 +103,7 @@ http://127.0.0.1:{$HTTP_PORT} {
 			return err
 		}
 		// Each match of "origin.example" is 2 bytes shorter.
-		perBlock := len(memoryBlock) - 2*matchesPerBlock
+		perBlock := len(substituteMemoryBlock) - 2*matchesPerBlock
 		if want := int64(blocks * perBlock); n != want {
 			return fmt.Errorf("%s: got %d bytes, want %d", resp.Status, n, want)
 		}
@@ -112,13 +112,13 @@ http://127.0.0.1:{$HTTP_PORT} {
 	if err := fetch(1, false); err != nil {
 		t.Fatal(err)
 	}
-	base := peakRSS(t, pid)
+	base := substitutePeakRSS(t, pid)
 	t.Logf("caddy peak RSS after start and one small response: %d MiB", base>>10)
 
 	if err := fetch(16384, false); err != nil { // 16384 * 64 KiB = 1 GiB
 		t.Fatal(err)
 	}
-	afterGiB := peakRSS(t, pid)
+	afterGiB := substitutePeakRSS(t, pid)
 	t.Logf("caddy peak RSS after streaming 1 GiB: %d MiB", afterGiB>>10)
 
 	for _, gz := range []bool{false, true} {
@@ -136,9 +136,9 @@ http://127.0.0.1:{$HTTP_PORT} {
 		for err := range errs {
 			t.Fatal(err)
 		}
-		t.Logf("caddy peak RSS after 200 concurrent 10 MiB responses (gzip from origin: %v): %d MiB", gz, peakRSS(t, pid)>>10)
+		t.Logf("caddy peak RSS after 200 concurrent 10 MiB responses (gzip from origin: %v): %d MiB", gz, substitutePeakRSS(t, pid)>>10)
 	}
-	peak := peakRSS(t, pid)
+	peak := substitutePeakRSS(t, pid)
 	// Bounded: the 1 GiB body and 2 GB of concurrent bodies must not show
 	// up in the resident set (with a wide margin for the runtime).
 	if peak > base+512<<10 {

@@ -40,14 +40,14 @@ func substitutePage() []byte {
 	return b.Bytes()
 }
 
-// expectedPage is what substitute must make of substitutePage.
-func expectedPage(page []byte) string {
+// substituteExpected is what substitute must make of substitutePage.
+func substituteExpected(page []byte) string {
 	s := strings.ReplaceAll(string(page), "origin.example", "edge.example")
 	s = regexp.MustCompile(`id-(\d+)`).ReplaceAllString(s, "n$1")
 	return strings.Replace(s, "ONCE", "once-done", 1)
 }
 
-func encodeBody(t testing.TB, enc string, b []byte) []byte {
+func substituteEncode(t testing.TB, enc string, b []byte) []byte {
 	var buf bytes.Buffer
 	var w io.WriteCloser
 	switch enc {
@@ -100,7 +100,7 @@ func startSubstitute(t *testing.T) *substituteEnv {
 		if enc != "identity" {
 			w.Header().Set("Content-Encoding", enc)
 		}
-		_, _ = w.Write(encodeBody(t, enc, env.page))
+		_, _ = w.Write(substituteEncode(t, enc, env.page))
 	})
 	serveContent := func(name, etag string, body []byte) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -235,7 +235,7 @@ func TestSubstitute(t *testing.T) {
 	env := startSubstitute(t)
 	c := env.caddy
 	client := c.Client()
-	want := expectedPage(env.page)
+	want := substituteExpected(env.page)
 
 	t.Run("reverse_proxy decodes every known encoding", func(t *testing.T) {
 		for _, enc := range []string{"identity", "gzip", "br", "zstd", "deflate"} {

@@ -65,7 +65,8 @@ type decoder struct {
 	done chan struct{}
 	err  error // set before done is closed
 
-	// Owned by the decompressor goroutine.
+	// Owned by the decompressor goroutine (out until done is closed).
+	out     decodedOutput
 	cur     []byte
 	peek    []byte
 	pending bool // cur came from a Write still waiting for its ack
@@ -74,13 +75,29 @@ type decoder struct {
 
 // newDecoder starts decoding enc into dst.
 func newDecoder(enc encoding, dst io.Writer) *decoder {
-	d := &decoder{in: make(chan []byte), ack: make(chan struct{}), done: make(chan struct{})}
-	go d.run(enc, dst)
+	d := &decoder{in: make(chan []byte), ack: make(chan struct{}), done: make(chan struct{}), out: decodedOutput{Writer: dst}}
+	go d.run(enc)
 	return d
 }
 
-func (d *decoder) run(enc encoding, dst io.Writer) {
+// decodedOutput is where the decompressor writes. It notes a failed write,
+// so that a client going away is not taken for a corrupt upstream body.
+type decodedOutput struct {
+	io.Writer
+	failed bool
+}
+
+func (o *decodedOutput) Write(p []byte) (int, error) {
+	n, err := o.Writer.Write(p)
+	if err != nil {
+		o.failed = true
+	}
+	return n, err
+}
+
+func (d *decoder) run(enc encoding) {
 	defer close(d.done)
+	dst := &d.out
 	var err error
 	switch enc {
 	case encGzip:
@@ -89,7 +106,7 @@ func (d *decoder) run(enc encoding, dst io.Writer) {
 			zr = new(gzip.Reader)
 		}
 		if err = zr.Reset(d); err == nil {
-			_, err = io.Copy(dst, zr)
+			_, err = copyPooled(dst, zr)
 		}
 		gzipReaders.Put(zr)
 	case encDeflate:
@@ -101,7 +118,7 @@ func (d *decoder) run(enc encoding, dst io.Writer) {
 		} else if err = br.Reset(d); err != nil {
 			break
 		}
-		_, err = io.Copy(dst, br)
+		_, err = copyPooled(dst, br)
 		brotliReaders.Put(br)
 	case encZstd:
 		zr, _ := zstdReaders.Get().(*zstd.Decoder)
@@ -114,7 +131,7 @@ func (d *decoder) run(enc encoding, dst io.Writer) {
 			}
 		}
 		if err = zr.Reset(d); err == nil {
-			_, err = io.Copy(dst, zr)
+			_, err = copyPooled(dst, zr)
 		}
 		zstdReaders.Put(zr)
 	}
@@ -145,7 +162,7 @@ func (d *decoder) runDeflate(dst io.Writer) error {
 		if err != nil {
 			return err
 		}
-		_, err = io.Copy(dst, zr)
+		_, err = copyPooled(dst, zr)
 		zlibReaders.Put(zr)
 		return err
 	}
@@ -155,7 +172,7 @@ func (d *decoder) runDeflate(dst io.Writer) error {
 	} else if err = fr.(flate.Resetter).Reset(d, nil); err != nil {
 		return err
 	}
-	_, err = io.Copy(dst, fr)
+	_, err = copyPooled(dst, fr)
 	flateReaders.Put(fr)
 	return err
 }
@@ -238,7 +255,8 @@ func (d *decoder) doneErr() error {
 }
 
 // Close ends the input and waits for the decompressor to finish. With abort
-// set the decompressor stops without writing anything more.
+// set the decompressor stops without writing anything more. After Close,
+// d.out.failed tells an error writing the decoded body from one decoding it.
 func (d *decoder) Close(abort bool) error {
 	select {
 	case <-d.done:

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
@@ -90,5 +89,3 @@ func (h *Handler) statusMatches(status int) bool {
 	}
 	return false
 }
-
-var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}

@@ -254,6 +254,33 @@ func TestCorruptEncodingEndsResponse(t *testing.T) {
 	}
 }
 
+// goneClient is a client that went away: every write fails.
+type goneClient struct{ hdr http.Header }
+
+func (g *goneClient) Header() http.Header       { return g.hdr }
+func (g *goneClient) Write([]byte) (int, error) { return 0, errors.New("client gone") }
+func (g *goneClient) WriteHeader(int)           {}
+
+func TestClientGoneIsNotADecodeFailure(t *testing.T) {
+	h := basicHandler(t)
+	// More than the 64 KiB output buffer, so that writes reach the client.
+	plain := bytes.Repeat([]byte("see https://origin.example/id-7 now\n"), 10000)
+	for _, enc := range []string{"gzip", "deflate", "br", "zstd"} {
+		before := testutil.ToFloat64(metrics.decodeFailures)
+		next := origin(200, map[string]string{"Content-Type": "text/plain", "Content-Encoding": enc}, compress(t, enc, plain), 32<<10)
+		err := h.ServeHTTP(&goneClient{hdr: http.Header{}}, request("GET", "/"), caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			next(w, r)
+			return nil
+		}))
+		if err != nil {
+			t.Fatalf("%s: %v", enc, err)
+		}
+		if testutil.ToFloat64(metrics.decodeFailures) != before {
+			t.Errorf("%s: a client that went away was counted as an upstream decode failure", enc)
+		}
+	}
+}
+
 // readFromOrigin writes its body the way file_server does: through the
 // writer's ReadFrom.
 func readFromOrigin(ctype string, body []byte) http.HandlerFunc {

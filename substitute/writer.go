@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -44,9 +45,9 @@ type responseWriter struct {
 	wroteHeader bool
 	writeErr    error
 
-	memoOn          bool
-	etag            string
-	host, path, qry string
+	// memoETag is the strong ETag under which finish remembers the rules
+	// that matched (a memo miss); empty when there is nothing to remember.
+	memoETag string
 }
 
 func (h *Handler) getWriter(w http.ResponseWriter, r *http.Request) *responseWriter {
@@ -81,8 +82,7 @@ func (h *Handler) putWriter(rw *responseWriter) {
 func (rw *responseWriter) resetResponse() {
 	rw.mode, rw.wroteHeader = undecided, false
 	rw.writeErr = nil
-	rw.memoOn = false
-	rw.etag, rw.host, rw.path, rw.qry = "", "", "", ""
+	rw.memoETag = ""
 }
 
 // lookupVar resolves {placeholders} of replacements for this request only.
@@ -132,9 +132,7 @@ func (rw *responseWriter) WriteHeader(status int) {
 
 	hdr.Del("Content-Length")
 	hdr.Del("Accept-Ranges")
-	if enc != identity || len(hdr["Content-Encoding"]) > 0 {
-		hdr.Del("Content-Encoding")
-	}
+	hdr.Del("Content-Encoding") // decoded below, or identity
 	etag := hdr.Get("Etag")
 	strong := len(etag) > 2 && etag[0] == '"'
 	if strong {
@@ -171,12 +169,11 @@ func (rw *responseWriter) WriteHeader(status int) {
 
 // useMemo restricts the scan to the rules the same bytes matched before.
 func (rw *responseWriter) useMemo(etag string) {
-	host := hostOnly(rw.req.Host)
-	matched, ok := rw.h.memo.lookup(host, rw.req.URL.Path, rw.req.URL.RawQuery, etag)
+	matched, ok := rw.h.memo.lookup(hostOnly(rw.req.Host), rw.req.URL.Path, rw.req.URL.RawQuery, etag)
 	switch {
 	case !ok:
 		metrics.memoMisses.Inc()
-		rw.memoOn, rw.etag, rw.host, rw.path, rw.qry = true, etag, host, rw.req.URL.Path, rw.req.URL.RawQuery
+		rw.memoETag = etag
 	case matched.Empty():
 		metrics.memoUnscanned.Inc()
 		rw.mode = copying
@@ -228,9 +225,18 @@ func (rw *responseWriter) ReadFrom(r io.Reader) (int64, error) {
 	case discarding:
 		return io.Copy(io.Discard, r)
 	}
+	return copyPooled(writerOnly{rw}, r)
+}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// copyPooled is io.Copy with a pooled buffer: the engine has no ReadFrom,
+// and neither brotli's nor zlib's reader has WriteTo, so io.Copy would
+// allocate its 32 KiB buffer for every response.
+func copyPooled(dst io.Writer, src io.Reader) (int64, error) {
 	bufp := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(bufp)
-	return io.CopyBuffer(writerOnly{rw}, r, *bufp)
+	return io.CopyBuffer(dst, src, *bufp)
 }
 
 // Flush implements http.Flusher.
@@ -268,8 +274,9 @@ func (rw *responseWriter) finish(abort bool) error {
 	var err error
 	if rw.dec != nil {
 		err = rw.dec.Close(abort || rw.writeErr != nil)
+		upstreamFault := err != nil && err != errAborted && !rw.dec.out.failed
 		rw.dec = nil
-		if err != nil && err != errAborted {
+		if upstreamFault {
 			metrics.decodeFailures.Inc()
 			rw.h.logger.Warn("upstream body failed to decode; response cut short", zap.Error(err))
 		}
@@ -291,8 +298,10 @@ func (rw *responseWriter) finish(abort bool) error {
 	if d := rw.stream.Dropped(); d > 0 {
 		metrics.dropped.Add(float64(d))
 	}
-	if err == nil && rw.writeErr == nil && rw.memoOn {
-		rw.h.memo.store(rw.host, rw.path, rw.qry, rw.etag, rw.stream.Matched())
+	if err == nil && rw.writeErr == nil && rw.memoETag != "" {
+		// The request is the one useMemo looked up: handlers rewrite it
+		// before they answer, not after.
+		rw.h.memo.store(hostOnly(rw.req.Host), rw.req.URL.Path, rw.req.URL.RawQuery, rw.memoETag, rw.stream.Matched())
 	}
 	return err
 }
