@@ -119,10 +119,7 @@ func (d *dfa) stateSize(npcs int) int {
 // intern returns the state for (flags, match, pcs), creating it if needed.
 // d.mu must be held.
 func (d *dfa) intern(flags uint8, match int32, pcs []uint32) *state {
-	d.key = append(d.key[:0], flags, byte(match), byte(match>>8), byte(match>>16), byte(match>>24))
-	for _, pc := range pcs {
-		d.key = append(d.key, byte(pc), byte(pc>>8), byte(pc>>16), byte(pc>>24))
-	}
+	d.key = appendKey(d.key[:0], flags, match, pcs)
 	if s, ok := d.states[string(d.key)]; ok {
 		return s
 	}
@@ -151,18 +148,18 @@ func (d *dfa) reset() {
 	d.size = 0
 	d.resets.Add(1)
 	for _, s := range d.pinned {
-		k := stateKey(s)
-		d.states[k] = s
+		d.states[string(appendKey(nil, s.flags, s.match, s.pcs))] = s
 		d.size += d.stateSize(len(s.pcs))
 	}
 }
 
-func stateKey(s *state) string {
-	k := []byte{s.flags, byte(s.match), byte(s.match >> 8), byte(s.match >> 16), byte(s.match >> 24)}
-	for _, pc := range s.pcs {
-		k = append(k, byte(pc), byte(pc>>8), byte(pc>>16), byte(pc>>24))
+// appendKey appends the cache key of the state (flags, match, pcs) to dst.
+func appendKey(dst []byte, flags uint8, match int32, pcs []uint32) []byte {
+	dst = append(dst, flags, byte(match), byte(match>>8), byte(match>>16), byte(match>>24))
+	for _, pc := range pcs {
+		dst = append(dst, byte(pc), byte(pc>>8), byte(pc>>16), byte(pc>>24))
 	}
-	return string(k)
+	return dst
 }
 
 // step runs the NFA threads of a state (flags, pcs) over byte b (-1: end of
