@@ -83,6 +83,10 @@ type state struct {
 	next  []atomic.Pointer[state]
 }
 
+// alive reports whether an attempt in state s is still of use: threads are
+// left, or a match ended just before the byte that led to s.
+func (s *state) alive() bool { return len(s.pcs) > 0 || s.match >= 0 }
+
 // dfa is the lazily built, size-bounded DFA shared by every stream of a Set.
 type dfa struct {
 	prog     *nfa
@@ -214,12 +218,21 @@ func (d *dfa) step(flags uint8, pcs []uint32, b int) int32 {
 	return match
 }
 
-// next computes the transition of s on byte class c.
+// next returns the transition of s on byte class c, building it on first
+// use.
 func (d *dfa) next(s *state, c int) *state {
+	if t := s.next[c].Load(); t != nil {
+		return t
+	}
+	return d.build(s, c)
+}
+
+// build computes the transition of s on byte class c.
+func (d *dfa) build(s *state, c int) *state {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if t := s.next[c].Load(); t != nil {
-		return t
+		return t // another stream built it meanwhile
 	}
 	b := d.classRep[c]
 	m := d.step(s.flags, s.pcs, int(b))

@@ -334,7 +334,7 @@ func (s *Set) step(t *state, b byte) *state {
 	if n := t.next[c].Load(); n != nil {
 		return n
 	}
-	return s.dfa.next(t, c)
+	return s.dfa.build(t, c)
 }
 
 // runDFA runs the attempt anchored at buf[j] from state t over buf[k:],
@@ -374,7 +374,7 @@ func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64, memo bool)
 		c := int(s.classes[buf[k]])
 		n := t.next[c].Load()
 		if n == nil {
-			n = s.dfa.next(t, c)
+			n = s.dfa.build(t, c)
 		}
 		t = n
 		pos := int64(k+1) + delta
