@@ -127,13 +127,7 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 	for i, r := range rules {
 		s.all.Add(i)
 		c.rule = int32(i)
-		kind := "regex"
-		if r.Literal {
-			kind = "literal"
-		}
-		fail := func(format string, args ...any) error {
-			return fmt.Errorf("rule %d: %s %q: %s", i+1, kind, r.Pattern, fmt.Sprintf(format, args...))
-		}
+		fail := func(format string, args ...any) error { return ruleError(i, r, format, args...) }
 		var f frag
 		var parsed *syntax.Regexp
 		numGroups, names := 0, []string(nil)
@@ -209,6 +203,16 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 	return s, nil
 }
 
+// ruleError is an error about rule i (0-based), naming it as Compile's
+// errors do: "rule 2: regex "a*": ...".
+func ruleError(i int, r Rule, format string, args ...any) error {
+	kind := "regex"
+	if r.Literal {
+		kind = "literal"
+	}
+	return fmt.Errorf("rule %d: %s %q: %s", i+1, kind, r.Pattern, fmt.Sprintf(format, args...))
+}
+
 // Len returns the number of rules.
 func (s *Set) Len() int { return len(s.rules) }
 
@@ -264,11 +268,7 @@ func (s *Set) checkEmpty() error {
 		for _, flags := range startFlags {
 			for _, next := range []int{-1, '\n', 'a', ' '} {
 				if d.step(flags, []uint32{pc}, next) >= 0 {
-					kind := "regex"
-					if s.rules[r].Literal {
-						kind = "literal"
-					}
-					return fmt.Errorf("rule %d: %s %q: matches the empty string", r+1, kind, s.rules[r].Pattern)
+					return ruleError(r, s.rules[r], "matches the empty string")
 				}
 			}
 		}
