@@ -191,9 +191,6 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 	members := s.classMembers()
 	s.buildPrefilter(members)
 	s.buildAnchors(members, minLen)
-	for x, v := range s.pair {
-		s.pair7[x&0x7F7F] |= v
-	}
 	s.ringSize = 128
 	s.sparseStride = 64
 	for s.maxMatch/s.sparseStride > 64 {
@@ -278,8 +275,9 @@ func (s *Set) checkEmpty() error {
 
 // buildPrefilter computes the byte pairs that can begin a match: b1 leaves
 // some start state alive, and b2 then either keeps it alive or completes a
-// one-byte match; and likewise the byte triples (hashed, so the table may
-// let through triples that cannot match, never the reverse).
+// one-byte match (pair, and its fold pair7); and likewise the byte triples
+// (hashed, so the table may let through triples that cannot match, never
+// the reverse).
 func (s *Set) buildPrefilter(members [][]byte) {
 	d := s.dfa
 	nc := len(d.classRep)
@@ -324,6 +322,9 @@ func (s *Set) buildPrefilter(members [][]byte) {
 		for i := range s.triple {
 			s.triple[i] = 1
 		}
+	}
+	for x, v := range s.pair {
+		s.pair7[x&0x7F7F] |= v
 	}
 }
 
