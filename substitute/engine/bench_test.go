@@ -76,21 +76,7 @@ func BenchmarkSubstitute(b *testing.B) {
 		for _, n := range []int{1, 10, 50, 200} {
 			rules := benchRules(n)
 			b.Run(fmt.Sprintf("%s/rules=%d/engine", body.name, n), func(b *testing.B) {
-				s := mustCompile(b, rules, Options{})
-				st := s.NewStream(io.Discard, nil)
-				streamOnce(st, data) // warm the DFA cache
-				b.SetBytes(int64(len(data)))
-				b.ReportAllocs()
-				b.ResetTimer()
-				attempts := 0
-				cpu0 := cpuTime()
-				for range b.N {
-					st.Reset(io.Discard, nil)
-					streamOnce(st, data)
-					attempts += st.attempts
-				}
-				reportCPU(b, cpuTime()-cpu0, len(data))
-				b.ReportMetric(float64(attempts)/float64(b.N)/(float64(len(data))/1e6), "attempts/MB")
+				st := benchStream(b, mustCompile(b, rules, Options{}), data)
 				b.ReportMetric(float64(st.memSize()), "stream-B")
 			})
 			b.Run(fmt.Sprintf("%s/rules=%d/regexp", body.name, n), func(b *testing.B) {
@@ -122,6 +108,27 @@ func reportCPU(b *testing.B, cpu time.Duration, size int) {
 	if cpu > 0 {
 		b.ReportMetric(float64(size)*float64(b.N)/1e6/cpu.Seconds(), "cpu-MB/s")
 	}
+}
+
+// benchStream streams data through a stream of s b.N times, after one run
+// that warms the DFA cache, and reports CPU MB/s and prefilter attempts per
+// MB. It returns the stream.
+func benchStream(b *testing.B, s *Set, data []byte) *Stream {
+	st := s.NewStream(io.Discard, nil)
+	streamOnce(st, data)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	attempts := 0
+	cpu0 := cpuTime()
+	for range b.N {
+		st.Reset(io.Discard, nil)
+		streamOnce(st, data)
+		attempts += st.attempts
+	}
+	reportCPU(b, cpuTime()-cpu0, len(data))
+	b.ReportMetric(float64(attempts)/float64(b.N)/(float64(len(data))/1e6), "attempts/MB")
+	return st
 }
 
 func streamOnce(st *Stream, data []byte) {
@@ -210,18 +217,7 @@ func BenchmarkWorstCase(b *testing.B) {
 	for _, hc := range hostileCases() {
 		for _, maxMatch := range []int{1 << 10, DefaultMaxMatch} {
 			b.Run(fmt.Sprintf("%s/max_match=%d", hc.name, maxMatch), func(b *testing.B) {
-				s := mustCompile(b, hc.rules, Options{MaxMatch: maxMatch})
-				st := s.NewStream(io.Discard, nil)
-				streamOnce(st, hc.body)
-				b.SetBytes(int64(len(hc.body)))
-				b.ReportAllocs()
-				b.ResetTimer()
-				cpu0 := cpuTime()
-				for range b.N {
-					st.Reset(io.Discard, nil)
-					streamOnce(st, hc.body)
-				}
-				reportCPU(b, cpuTime()-cpu0, len(hc.body))
+				benchStream(b, mustCompile(b, hc.rules, Options{MaxMatch: maxMatch}), hc.body)
 			})
 		}
 	}
@@ -277,19 +273,5 @@ func BenchmarkWrkRules(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := mustCompile(b, wrkRules(), Options{})
-	st := s.NewStream(io.Discard, nil)
-	streamOnce(st, data)
-	b.SetBytes(int64(len(data)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	attempts := 0
-	cpu0 := cpuTime()
-	for range b.N {
-		st.Reset(io.Discard, nil)
-		streamOnce(st, data)
-		attempts += st.attempts
-	}
-	reportCPU(b, cpuTime()-cpu0, len(data))
-	b.ReportMetric(float64(attempts)/float64(b.N)/(float64(len(data))/1e6), "attempts/MB")
+	benchStream(b, mustCompile(b, wrkRules(), Options{}), data)
 }

@@ -83,6 +83,10 @@ type state struct {
 	next  []atomic.Pointer[state]
 }
 
+// alive reports whether an attempt in state s is still of use: threads are
+// left, or a match ended just before the byte that led to s.
+func (s *state) alive() bool { return len(s.pcs) > 0 || s.match >= 0 }
+
 // dfa is the lazily built, size-bounded DFA shared by every stream of a Set.
 type dfa struct {
 	prog     *nfa
@@ -119,10 +123,7 @@ func (d *dfa) stateSize(npcs int) int {
 // intern returns the state for (flags, match, pcs), creating it if needed.
 // d.mu must be held.
 func (d *dfa) intern(flags uint8, match int32, pcs []uint32) *state {
-	d.key = append(d.key[:0], flags, byte(match), byte(match>>8), byte(match>>16), byte(match>>24))
-	for _, pc := range pcs {
-		d.key = append(d.key, byte(pc), byte(pc>>8), byte(pc>>16), byte(pc>>24))
-	}
+	d.key = appendKey(d.key[:0], flags, match, pcs)
 	if s, ok := d.states[string(d.key)]; ok {
 		return s
 	}
@@ -151,18 +152,18 @@ func (d *dfa) reset() {
 	d.size = 0
 	d.resets.Add(1)
 	for _, s := range d.pinned {
-		k := stateKey(s)
-		d.states[k] = s
+		d.states[string(appendKey(nil, s.flags, s.match, s.pcs))] = s
 		d.size += d.stateSize(len(s.pcs))
 	}
 }
 
-func stateKey(s *state) string {
-	k := []byte{s.flags, byte(s.match), byte(s.match >> 8), byte(s.match >> 16), byte(s.match >> 24)}
-	for _, pc := range s.pcs {
-		k = append(k, byte(pc), byte(pc>>8), byte(pc>>16), byte(pc>>24))
+// appendKey appends the cache key of the state (flags, match, pcs) to dst.
+func appendKey(dst []byte, flags uint8, match int32, pcs []uint32) []byte {
+	dst = append(dst, flags, byte(match), byte(match>>8), byte(match>>16), byte(match>>24))
+	for _, pc := range pcs {
+		dst = append(dst, byte(pc), byte(pc>>8), byte(pc>>16), byte(pc>>24))
 	}
-	return string(k)
+	return dst
 }
 
 // step runs the NFA threads of a state (flags, pcs) over byte b (-1: end of
@@ -217,12 +218,21 @@ func (d *dfa) step(flags uint8, pcs []uint32, b int) int32 {
 	return match
 }
 
-// next computes the transition of s on byte class c.
+// next returns the transition of s on byte class c, building it on first
+// use.
 func (d *dfa) next(s *state, c int) *state {
+	if t := s.next[c].Load(); t != nil {
+		return t
+	}
+	return d.build(s, c)
+}
+
+// build computes the transition of s on byte class c.
+func (d *dfa) build(s *state, c int) *state {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if t := s.next[c].Load(); t != nil {
-		return t
+		return t // another stream built it meanwhile
 	}
 	b := d.classRep[c]
 	m := d.step(s.flags, s.pcs, int(b))

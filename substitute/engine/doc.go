@@ -49,14 +49,15 @@
 // stride k (2 or 3), a triple that the DFA allows there, so testing one
 // position in k against a 32 KiB hashed table of those triples finds every
 // match, and only its hits go on to the pair and triple tests. Rules with
-// wide classes (such as [^"]) allow too many triples; they keep k = 1. On
-// the HTML sample with 10 rules the scan starts about 2,200 attempts per MB. From each candidate the
-// DFA runs anchored, for every active rule at once, until it dies, until
-// MaxMatch+1 bytes have been read, or until the input runs out, in which
-// case the attempt is kept (its state and at most MaxMatch bytes) and
-// resumed by the next Write. The attempt's best match wins: the leftmost,
-// since candidates are tried in order, then the longest and the first
-// declared (Longest), or the first declared and leftmost-first (First).
+// wide classes (such as [^"]) allow too many triples; they keep k = 1. With
+// the 10 rules of BenchmarkWrkRules the scan starts about 2,200 attempts per
+// MB of the HTML sample. From each candidate the DFA runs anchored, for
+// every active rule at once, until it dies, until MaxMatch+1 bytes have been
+// read, or until the input runs out, in which case the attempt is kept (its
+// state and at most MaxMatch bytes) and resumed by the next Write. The
+// attempt's best match wins: the leftmost, since candidates are tried in
+// order, then the longest and the first declared (Longest), or the first
+// declared and leftmost-first (First).
 // The bytes before it are written out unchanged in one Write, the
 // replacement follows, and scanning resumes after the match. A failed
 // attempt resumes the scan one byte after its start, so the next attempts

@@ -542,8 +542,8 @@ func TestMemoAgainstPlainAttempts(t *testing.T) {
 }
 
 // TestAnchorStrides: rule sets whose matches are all 4 or 5+ bytes long scan
-// one position in 2 or 3 (unless their classes are too wide); matches at every alignment, at chunk edges and at
-// the end of the body are still found.
+// one position in 2 or 3 (unless their classes are too wide); matches at
+// every alignment, at chunk edges and at the end of the body are still found.
 func TestAnchorStrides(t *testing.T) {
 	sets := []struct {
 		stride int

@@ -8,9 +8,8 @@ import (
 
 // FuzzSubstitute checks, for two fuzzed rules and a fuzzed body, that the
 // output does not depend on how the body is split into writes nor on the
-// memo path (see pathMemo), and that it
-// equals the reference whenever the body is valid UTF-8 and nothing was
-// dropped.
+// memo path (see pathMemo), and that it equals the reference whenever the
+// body is valid UTF-8 and nothing was dropped.
 func FuzzSubstitute(f *testing.F) {
 	f.Add("abcd|ab", "b", false, false, []byte("abcd ab"), uint8(2), uint8(0))
 	f.Add(`\bfoo\b`, "o", true, true, []byte("foo foofoo"), uint8(1), uint8(3))

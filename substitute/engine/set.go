@@ -127,13 +127,7 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 	for i, r := range rules {
 		s.all.Add(i)
 		c.rule = int32(i)
-		kind := "regex"
-		if r.Literal {
-			kind = "literal"
-		}
-		fail := func(format string, args ...any) error {
-			return fmt.Errorf("rule %d: %s %q: %s", i+1, kind, r.Pattern, fmt.Sprintf(format, args...))
-		}
+		fail := func(format string, args ...any) error { return ruleError(i, r, format, args...) }
 		var f frag
 		var parsed *syntax.Regexp
 		numGroups, names := 0, []string(nil)
@@ -194,19 +188,9 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 	for p := range 4 {
 		s.full[p] = s.dfa.start(s.all, p, true)
 	}
-	s.buildPrefilter()
-	if s.maxMatch < 2 {
-		// An attempt is dropped when it is alive after MaxMatch+1 bytes: a
-		// prefilter must not reject it for its third byte, or whether it
-		// counts as dropped would depend on where the writes end.
-		for i := range s.triple {
-			s.triple[i] = 1
-		}
-	}
-	s.buildAnchors(minLen)
-	for x, v := range s.pair {
-		s.pair7[x&0x7F7F] |= v
-	}
+	members := s.classMembers()
+	s.buildPrefilter(members)
+	s.buildAnchors(members, minLen)
 	s.ringSize = 128
 	s.sparseStride = 64
 	for s.maxMatch/s.sparseStride > 64 {
@@ -214,6 +198,16 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 	}
 	s.sparseSlots = s.maxMatch/s.sparseStride + 2
 	return s, nil
+}
+
+// ruleError is an error about rule i (0-based), naming it as Compile's
+// errors do: "rule 2: regex "a*": ...".
+func ruleError(i int, r Rule, format string, args ...any) error {
+	kind := "regex"
+	if r.Literal {
+		kind = "literal"
+	}
+	return fmt.Errorf("rule %d: %s %q: %s", i+1, kind, r.Pattern, fmt.Sprintf(format, args...))
 }
 
 // Len returns the number of rules.
@@ -253,6 +247,15 @@ func (s *Set) buildClasses() {
 	}
 }
 
+// classMembers lists the bytes of each byte class.
+func (s *Set) classMembers() [][]byte {
+	members := make([][]byte, len(s.dfa.classRep))
+	for b := range 256 {
+		members[s.classes[b]] = append(members[s.classes[b]], byte(b))
+	}
+	return members
+}
+
 // checkEmpty refuses rules that match the empty string in some context.
 func (s *Set) checkEmpty() error {
 	d := s.dfa
@@ -262,11 +265,7 @@ func (s *Set) checkEmpty() error {
 		for _, flags := range startFlags {
 			for _, next := range []int{-1, '\n', 'a', ' '} {
 				if d.step(flags, []uint32{pc}, next) >= 0 {
-					kind := "regex"
-					if s.rules[r].Literal {
-						kind = "literal"
-					}
-					return fmt.Errorf("rule %d: %s %q: matches the empty string", r+1, kind, s.rules[r].Pattern)
+					return ruleError(r, s.rules[r], "matches the empty string")
 				}
 			}
 		}
@@ -276,25 +275,25 @@ func (s *Set) checkEmpty() error {
 
 // buildPrefilter computes the byte pairs that can begin a match: b1 leaves
 // some start state alive, and b2 then either keeps it alive or completes a
-// one-byte match; and likewise the byte triples (hashed, so the table may
-// let through triples that cannot match, never the reverse).
-func (s *Set) buildPrefilter() {
+// one-byte match (pair, and its fold pair7); and likewise the byte triples
+// (hashed, so the table may let through triples that cannot match, never
+// the reverse).
+func (s *Set) buildPrefilter(members [][]byte) {
 	d := s.dfa
 	nc := len(d.classRep)
-	members := make([][]byte, nc)
-	for b := range 256 {
-		members[s.classes[b]] = append(members[s.classes[b]], byte(b))
-	}
 	rows := map[*state]*[256]bool{} // classes allowed after t1
 	// Rules with wide classes (. or \pL) allow so many triples that the
 	// table would be full anyway; past this much work it is filled.
 	budget := 1 << 18
+	if s.maxMatch < 2 {
+		// An attempt is dropped when it is alive after MaxMatch+1 bytes: a
+		// prefilter must not reject it for its third byte, or whether it
+		// counts as dropped would depend on where the writes end.
+		budget = -1
+	}
 	for _, st := range s.full {
 		for c1 := range nc {
-			t1 := st.next[c1].Load()
-			if t1 == nil {
-				t1 = d.next(st, c1)
-			}
+			t1 := d.next(st, c1)
 			if len(t1.pcs) == 0 {
 				continue
 			}
@@ -306,19 +305,10 @@ func (s *Set) buildPrefilter() {
 				row = new([256]bool)
 				rows[t1] = row
 				for c2 := range nc {
-					t2 := t1.next[c2].Load()
-					if t2 == nil {
-						t2 = d.next(t1, c2)
-					}
-					row[c2] = len(t2.pcs) > 0 || t2.match >= 0
+					row[c2] = d.next(t1, c2).alive()
 				}
 			}
-			if !s.addTriples(t1, members[c1], members, &budget) {
-				for i := range s.triple {
-					s.triple[i] = 1
-				}
-				budget = -1 << 62 // triples gave up: keep filling pairs only
-			}
+			s.addTriples(t1, members[c1], members, &budget)
 			for _, b1 := range members[c1] {
 				for b2 := range 256 {
 					if row[s.classes[b2]] {
@@ -328,39 +318,37 @@ func (s *Set) buildPrefilter() {
 			}
 		}
 	}
+	if budget < 0 {
+		for i := range s.triple {
+			s.triple[i] = 1
+		}
+	}
+	for x, v := range s.pair {
+		s.pair7[x&0x7F7F] |= v
+	}
 }
 
 // addTriples marks the triples b1 b2 b3 (b1 in first, which leads to t1)
-// that can begin a match. It reports false if that took more than the
-// remaining budget of table writes.
-func (s *Set) addTriples(t1 *state, first []byte, members [][]byte, budget *int) bool {
+// that can begin a match. It charges its table writes to budget, and stops
+// once the budget is spent (the caller then fills the table).
+func (s *Set) addTriples(t1 *state, first []byte, members [][]byte, budget *int) {
 	if *budget < 0 {
-		return true
+		return
 	}
 	d := s.dfa
 	nc := len(d.classRep)
 	for c2 := range nc {
-		t2 := t1.next[c2].Load()
-		if t2 == nil {
-			t2 = d.next(t1, c2)
-		}
-		if t2.match < 0 && len(t2.pcs) == 0 {
+		t2 := d.next(t1, c2)
+		if !t2.alive() {
 			continue
 		}
 		var ok [256]bool
 		for c3 := range nc {
-			if t2.match >= 0 {
-				ok[c3] = true // a one-byte match: any third byte
-				continue
-			}
-			t3 := t2.next[c3].Load()
-			if t3 == nil {
-				t3 = d.next(t2, c3)
-			}
-			ok[c3] = len(t3.pcs) > 0 || t3.match >= 0
+			// After a one-byte match, any third byte.
+			ok[c3] = t2.match >= 0 || d.next(t2, c3).alive()
 		}
 		if *budget -= len(first) * len(members[c2]) * 256; *budget < 0 {
-			return false
+			return
 		}
 		for _, b1 := range first {
 			for _, b2 := range members[c2] {
@@ -372,7 +360,6 @@ func (s *Set) addTriples(t1 *state, first []byte, members [][]byte, budget *int)
 			}
 		}
 	}
-	return true
 }
 
 // buildAnchors chooses the stride k (2 or 3; 1 turns anchors off) so that
@@ -380,7 +367,7 @@ func (s *Set) addTriples(t1 *state, first []byte, members [][]byte, budget *int)
 // match can hold at offsets 0..k-1, walking the DFA from the start states
 // one level per offset. If the levels or the triples grow too many it
 // leaves the stride at 1.
-func (s *Set) buildAnchors(minLen int) {
+func (s *Set) buildAnchors(members [][]byte, minLen int) {
 	s.stride = 1
 	k := min(minLen-2, 3)
 	if k < 2 {
@@ -388,17 +375,6 @@ func (s *Set) buildAnchors(minLen int) {
 	}
 	d := s.dfa
 	nc := len(d.classRep)
-	members := make([][]byte, nc)
-	for b := range 256 {
-		members[s.classes[b]] = append(members[s.classes[b]], byte(b))
-	}
-	step := func(t *state, c int) *state {
-		if u := t.next[c].Load(); u != nil {
-			return u
-		}
-		return d.next(t, c)
-	}
-	alive := func(t *state) bool { return len(t.pcs) > 0 || t.match >= 0 }
 	anchors := new([1 << 15]uint8)
 	var level []*state
 	seen := map[*state]bool{}
@@ -415,7 +391,7 @@ func (s *Set) buildAnchors(minLen int) {
 		seen := map[*state]bool{}
 		for _, t := range level {
 			for c1 := range nc {
-				t1 := step(t, c1)
+				t1 := d.next(t, c1)
 				if len(t1.pcs) == 0 {
 					continue // dead (a match this short is ruled out by minLen)
 				}
@@ -424,12 +400,12 @@ func (s *Set) buildAnchors(minLen int) {
 					next = append(next, t1)
 				}
 				for c2 := range nc {
-					t2 := step(t1, c2)
-					if !alive(t2) {
+					t2 := d.next(t1, c2)
+					if !t2.alive() {
 						continue
 					}
 					for c3 := range nc {
-						if !alive(step(t2, c3)) {
+						if !d.next(t2, c3).alive() {
 							continue
 						}
 						if budget -= len(members[c1]) * len(members[c2]) * len(members[c3]); budget < 0 {

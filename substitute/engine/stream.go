@@ -334,7 +334,7 @@ func (s *Set) step(t *state, b byte) *state {
 	if n := t.next[c].Load(); n != nil {
 		return n
 	}
-	return s.dfa.next(t, c)
+	return s.dfa.build(t, c)
 }
 
 // runDFA runs the attempt anchored at buf[j] from state t over buf[k:],
@@ -374,7 +374,7 @@ func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64, memo bool)
 		c := int(s.classes[buf[k]])
 		n := t.next[c].Load()
 		if n == nil {
-			n = s.dfa.next(t, c)
+			n = s.dfa.build(t, c)
 		}
 		t = n
 		pos := int64(k+1) + delta
@@ -441,7 +441,8 @@ func (st *Stream) advance(buf []byte, start, j int, final bool) bool {
 		}
 		k = int(st.memoEnd - delta)
 		if st.memoLimit == nil {
-			return st.resolved(buf, j, t, k, runDead, delta)
+			st.resolved(buf, j, t, k, runDead, delta)
+			return true
 		}
 		// The path's state after memoEnd was never stored: store it, so
 		// that the sparse states stay contiguous.
@@ -468,7 +469,7 @@ func (st *Stream) advance(buf []byte, start, j int, final bool) bool {
 
 // resolved ends an attempt: its path becomes the memo path unless the memo
 // path was run further, and a drop is handled.
-func (st *Stream) resolved(buf []byte, j int, t *state, k, why int, delta int64) bool {
+func (st *Stream) resolved(buf []byte, j int, t *state, k, why int, delta int64) {
 	if end := int64(k) + delta; st.merged || !st.memoOK || end >= st.memoEnd {
 		if !st.merged {
 			st.ring, st.ownRing = st.ownRing, st.ring
@@ -490,7 +491,6 @@ func (st *Stream) resolved(buf []byte, j int, t *state, k, why int, delta int64)
 	if why == runLimit {
 		st.drop(buf, j, t)
 	}
-	return true
 }
 
 // drop handles an attempt still alive after MaxMatch bytes: the rules with

@@ -108,9 +108,9 @@ func extractName(s string) (string, int) {
 	return s[:j], j
 }
 
-func isNameByte(c byte) bool {
-	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
-}
+// isNameByte reports whether c may be part of a group name: [A-Za-z0-9_],
+// the same bytes as \w.
+func isNameByte(c byte) bool { return isWordByte(c) }
 
 func isPlaceholderByte(c byte) bool {
 	return isNameByte(c) || c == '.' || c == '-'
