@@ -544,6 +544,22 @@ func TestMemoAgainstPlainAttempts(t *testing.T) {
 // TestAnchorStrides: rule sets whose matches are all 4 or 5+ bytes long scan
 // one position in 2 or 3 (unless their classes are too wide); matches at
 // every alignment, at chunk edges and at the end of the body are still found.
+// TestAnchorHashes: the scan hashes all the triples of an eight-byte word
+// with one shift and one xor; each must equal the anchor table's own hash,
+// or the scan would test the wrong entries and miss matches.
+func TestAnchorHashes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 10000 {
+		w := rng.Uint64()
+		h := anchorHashes(w)
+		for i := range 6 {
+			if got, want := uint16(h>>(8*i))&anchorMask, anchorHash(uint32(w>>(8*i))); got != want {
+				t.Fatalf("word %#x, triple %d: anchorHashes gives %#x, anchorHash %#x", w, i, got, want)
+			}
+		}
+	}
+}
+
 func TestAnchorStrides(t *testing.T) {
 	sets := []struct {
 		stride int

@@ -467,5 +467,12 @@ func minBytes(re *syntax.Regexp) int {
 // anchor table, a byte per entry and one load per test, fits the L1 cache.
 func anchorHash(x uint32) uint16 {
 	x &= 0xFFFFFF
-	return uint16(x^x>>9) & 0x7FFF
+	return uint16(x^x>>9) & anchorMask
 }
+
+const anchorMask = 1<<15 - 1
+
+// anchorHashes hashes the triples of w at once: bits 8i..8i+14 of the
+// result are anchorHash of bytes i..i+2 of w (i <= 5), since the hash of
+// a triple reads no bit above it.
+func anchorHashes(w uint64) uint64 { return w ^ w>>9 }

@@ -614,10 +614,10 @@ func (s *Set) candidate(buf []byte, i int, final bool) int {
 		a := i + k - 1
 		if k == 3 { // twelve bytes, four anchors, at a time
 			for ; a+14 <= n; a += 12 {
-				w0 := binary.LittleEndian.Uint64(buf[a:])
-				w1 := binary.LittleEndian.Uint64(buf[a+6:])
-				m0, m1 := q[anchorHash(uint32(w0))], q[anchorHash(uint32(w0>>24))]
-				m2, m3 := q[anchorHash(uint32(w1))], q[anchorHash(uint32(w1>>24))]
+				h0 := anchorHashes(binary.LittleEndian.Uint64(buf[a:]))
+				h1 := anchorHashes(binary.LittleEndian.Uint64(buf[a+6:]))
+				m0, m1 := q[h0&anchorMask], q[h0>>24&anchorMask]
+				m2, m3 := q[h1&anchorMask], q[h1>>24&anchorMask]
 				if m0|m1|m2|m3 == 0 {
 					continue
 				}
@@ -633,12 +633,12 @@ func (s *Set) candidate(buf []byte, i int, final bool) int {
 			}
 		}
 		for ; a+8 <= n; a += 6 {
-			w := binary.LittleEndian.Uint64(buf[a:])
-			hit := uint64(q[anchorHash(uint32(w))])
+			h := anchorHashes(binary.LittleEndian.Uint64(buf[a:]))
+			hit := uint64(q[h&anchorMask])
 			if k == 3 {
-				hit |= uint64(q[anchorHash(uint32(w>>24))]) << 3
+				hit |= uint64(q[h>>24&anchorMask]) << 3
 			} else {
-				hit |= uint64(q[anchorHash(uint32(w>>16))])<<2 | uint64(q[anchorHash(uint32(w>>32))])<<4
+				hit |= uint64(q[h>>16&anchorMask])<<2 | uint64(q[h>>32&anchorMask])<<4
 			}
 			for ; hit != 0; hit &= hit - 1 {
 				off := bits.TrailingZeros64(hit)
