@@ -5,7 +5,7 @@
 # 10 rules (6 literal, 4 regex); plus Caddy scanning the page for one rule
 # that never matches (the cost of the scan alone).
 #
-#   integration/bench-substitute.sh [seconds-per-run] [connections]
+#   integration/bench-substitute.sh [seconds-per-run] [connections] [rounds]
 #   CADDY_BIN=/path/to/caddy integration/bench-substitute.sh   # skip the build
 #
 # Needs wrk, nginx-light and libnginx-mod-http-subs-filter. Builds
@@ -15,6 +15,7 @@ set -euo pipefail
 
 DURATION=${1:-10}
 CONNS=${2:-16}
+ROUNDS=${3:-3}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PAGE=$ROOT/substitute/engine/testdata/rustc-book.html
 SUBS_MODULE=/usr/lib/nginx/modules/ngx_http_subs_filter_module.so
@@ -122,7 +123,8 @@ $caddy_rules	}
 }
 CADDY
 HOME=$WORK "$WORK/caddy" run --config "$WORK/Caddyfile" --adapter caddyfile >"$WORK/caddy.log" 2>&1 &
-PIDS+=($!)
+CADDY_PID=$!
+PIDS+=($CADDY_PID)
 
 for port in $ORIGIN $NGINX $PLAIN $SCAN $SUBST; do
 	for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$port/page.html" && break; sleep 0.1; done
@@ -140,20 +142,41 @@ for n in plain substitute subs_filter; do
 		"$(grep -o 'github\.com/' "$WORK/out.$n" | wc -l)" "$(grep -o RUSTC "$WORK/out.$n" | wc -l)" >&2
 done
 
-rps() { # port
-	wrk -t2 -c"$CONNS" -d2s "http://127.0.0.1:$1/page.html" >/dev/null # warm up
-	wrk -t2 -c"$CONNS" -d"${DURATION}s" "http://127.0.0.1:$1/page.html" | awk '/Requests\/sec/ {print $2}'
+# Rounds: each server in turn, ROUNDS times, so that the machine's drift
+# (it is shared and noisy) falls on every server alike; the table gives the
+# median of the rounds, and each ratio is the median of its per-round ratios.
+# Caddy's CPU per request (user+system, from /proc) shows where its time goes.
+ticks=$(getconf CLK_TCK)
+caddy_cpu() { awk '{print $14+$15}' "/proc/$CADDY_PID/stat"; }
+measure() { # name port: appends "name req/s caddy-ms/request" to $WORK/runs
+	local c0 c1 out n
+	c0=$(caddy_cpu)
+	out=$(wrk -t2 -c"$CONNS" -d"${DURATION}s" "http://127.0.0.1:$2/page.html")
+	c1=$(caddy_cpu)
+	n=$(awk '/requests in/ {print $1}' <<<"$out")
+	echo "$1 $(awk '/Requests\/sec/ {print $2}' <<<"$out") $(awk -v a="$c0" -v b="$c1" -v n="$n" -v t="$ticks" 'BEGIN{printf "%.2f", (b-a)*1000/t/n}')" >>"$WORK/runs"
 }
-echo "wrk -t2 -c$CONNS -d${DURATION}s, one server at a time..." >&2
-plain=$(rps "$PLAIN")
-scan=$(rps "$SCAN")
-subst=$(rps "$SUBST")
-subs=$(rps "$NGINX")
+SERVERS=(plain:$PLAIN scan:$SCAN substitute:$SUBST subs_filter:$NGINX)
+for s in "${SERVERS[@]}"; do # warm up
+	wrk -t2 -c"$CONNS" -d2s "http://127.0.0.1:${s#*:}/page.html" >/dev/null
+done
+echo "wrk -t2 -c$CONNS -d${DURATION}s, $ROUNDS rounds of one server at a time..." >&2
+for r in $(seq "$ROUNDS"); do
+	for s in "${SERVERS[@]}"; do measure "${s%:*}" "${s#*:}"; done
+	echo "round $r: $(awk -v r="$r" 'NR > (r-1)*4 {printf "%s %s  ", $1, $2}' "$WORK/runs")" >&2
+done
 
-printf '\n%-34s %12s %10s\n' "server (same origin, page, rules)" "requests/s" "ratio"
-printf '%-34s %12s %10s\n' "caddy reverse_proxy" "$plain" "1.00"
-printf '%-34s %12s %10s\n' "caddy + substitute, scan only" "$scan" "$(awk -v a="$scan" -v b="$plain" 'BEGIN{printf "%.2f", a/b}')"
-printf '%-34s %12s %10s\n' "caddy reverse_proxy + substitute" "$subst" "$(awk -v a="$subst" -v b="$plain" 'BEGIN{printf "%.2f", a/b}')"
-printf '%-34s %12s %10s\n' "nginx proxy_pass + subs_filter" "$subs" "$(awk -v a="$subs" -v b="$plain" 'BEGIN{printf "%.2f", a/b}')"
-printf '\nsubstitute / plain caddy: %s (target >= 0.60)\n' "$(awk -v a="$subst" -v b="$plain" 'BEGIN{printf "%.2f", a/b}')"
-printf 'substitute / subs_filter:  %s (target >= 5)\n' "$(awk -v a="$subst" -v b="$subs" 'BEGIN{printf "%.2f", a/b}')"
+median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+col() { awk -v n="$1" -v c="$2" '$1 == n {print $c}' "$WORK/runs" | median | awk -v f="$3" '{printf f, $1}'; }
+ratio() { # a b: median over rounds of a's req/s over b's
+	paste <(awk -v n="$1" '$1 == n {print $2}' "$WORK/runs") <(awk -v n="$2" '$1 == n {print $2}' "$WORK/runs") |
+		awk '{printf "%.4f\n", $1/$2}' | median | awk '{printf "%.2f", $1}'
+}
+printf '\n%-34s %12s %10s %14s\n' "server (same origin, page, rules)" "requests/s" "ratio" "caddy cpu ms/r"
+printf '%-34s %12s %10s %14s\n' "caddy reverse_proxy" "$(col plain 2 %.1f)" "1.00" "$(col plain 3 %.2f)"
+printf '%-34s %12s %10s %14s\n' "caddy + substitute, scan only" "$(col scan 2 %.1f)" "$(ratio scan plain)" "$(col scan 3 %.2f)"
+printf '%-34s %12s %10s %14s\n' "caddy reverse_proxy + substitute" "$(col substitute 2 %.1f)" "$(ratio substitute plain)" "$(col substitute 3 %.2f)"
+printf '%-34s %12s %10s %14s\n' "nginx proxy_pass + subs_filter" "$(col subs_filter 2 %.1f)" "$(ratio subs_filter plain)" "-"
+printf '\nmedians of %s rounds of %ss\n' "$ROUNDS" "$DURATION"
+printf 'substitute / plain caddy: %s (target >= 0.60)\n' "$(ratio substitute plain)"
+printf 'substitute / subs_filter:  %s (target >= 5)\n' "$(ratio substitute subs_filter)"
