@@ -2,8 +2,10 @@
 # bench-substitute.sh: requests/s of Caddy reverse_proxy, Caddy with
 # substitute, and nginx with subs_filter, side by side in one run, all in
 # front of the same origin (nginx serving a ~1 MB HTML page) with the same
-# 10 rules (6 literal, 4 regex); plus Caddy scanning the page for one rule
-# that never matches (the cost of the scan alone).
+# 10 rules (6 literal, 4 regex); plus two rows that show where the time goes:
+# the memo streaming the page unscanned (the handler's plumbing alone: decide,
+# buffer, chunked output), and Caddy scanning it for one rule that never
+# matches, memo off (the cost of reading every byte once more).
 #
 #   integration/bench-substitute.sh [seconds-per-run] [connections] [rounds]
 #   CADDY_BIN=/path/to/caddy integration/bench-substitute.sh   # skip the build
@@ -36,7 +38,7 @@ done
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 ORIGIN=$(free_port); PLAIN=$(free_port); SUBST=$(free_port); NGINX=$(free_port); ADMIN=$(free_port)
-SCAN=$(free_port)
+SCAN=$(free_port); MEMO=$(free_port)
 
 chmod 755 "$WORK" # nginx workers may run as another user
 if [ -n "${CADDY_BIN:-}" ]; then
@@ -107,6 +109,14 @@ cat >"$WORK/Caddyfile" <<CADDY
 http://127.0.0.1:$PLAIN {
 	reverse_proxy 127.0.0.1:$ORIGIN
 }
+# The plumbing alone: the same rule with the memo on; after the first
+# response the memo knows that nothing matches under the page's ETag.
+http://127.0.0.1:$MEMO {
+	substitute {
+		replace "zq" "y"
+	}
+	reverse_proxy 127.0.0.1:$ORIGIN
+}
 # The cost of reading every byte once more: one rule that never matches, with
 # the memo off (else the memo would stream the unchanged page unscanned).
 http://127.0.0.1:$SCAN {
@@ -126,7 +136,7 @@ HOME=$WORK "$WORK/caddy" run --config "$WORK/Caddyfile" --adapter caddyfile >"$W
 CADDY_PID=$!
 PIDS+=($CADDY_PID)
 
-for port in $ORIGIN $NGINX $PLAIN $SCAN $SUBST; do
+for port in $ORIGIN $NGINX $PLAIN $MEMO $SCAN $SUBST; do
 	for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$port/page.html" && break; sleep 0.1; done
 done
 
@@ -156,14 +166,14 @@ measure() { # name port: appends "name req/s caddy-ms/request" to $WORK/runs
 	n=$(awk '/requests in/ {print $1}' <<<"$out")
 	echo "$1 $(awk '/Requests\/sec/ {print $2}' <<<"$out") $(awk -v a="$c0" -v b="$c1" -v n="$n" -v t="$ticks" 'BEGIN{printf "%.2f", (b-a)*1000/t/n}')" >>"$WORK/runs"
 }
-SERVERS=(plain:$PLAIN scan:$SCAN substitute:$SUBST subs_filter:$NGINX)
+SERVERS=(plain:$PLAIN memo:$MEMO scan:$SCAN substitute:$SUBST subs_filter:$NGINX)
 for s in "${SERVERS[@]}"; do # warm up
 	wrk -t2 -c"$CONNS" -d2s "http://127.0.0.1:${s#*:}/page.html" >/dev/null
 done
 echo "wrk -t2 -c$CONNS -d${DURATION}s, $ROUNDS rounds of one server at a time..." >&2
 for r in $(seq "$ROUNDS"); do
 	for s in "${SERVERS[@]}"; do measure "${s%:*}" "${s#*:}"; done
-	echo "round $r: $(awk -v r="$r" 'NR > (r-1)*4 {printf "%s %s  ", $1, $2}' "$WORK/runs")" >&2
+	echo "round $r: $(awk -v r="$r" -v n="${#SERVERS[@]}" 'NR > (r-1)*n {printf "%s %s  ", $1, $2}' "$WORK/runs")" >&2
 done
 
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
@@ -174,6 +184,7 @@ ratio() { # a b: median over rounds of a's req/s over b's
 }
 printf '\n%-34s %12s %10s %14s\n' "server (same origin, page, rules)" "requests/s" "ratio" "caddy cpu ms/r"
 printf '%-34s %12s %10s %14s\n' "caddy reverse_proxy" "$(col plain 2 %.1f)" "1.00" "$(col plain 3 %.2f)"
+printf '%-34s %12s %10s %14s\n' "caddy + substitute, memo unscanned" "$(col memo 2 %.1f)" "$(ratio memo plain)" "$(col memo 3 %.2f)"
 printf '%-34s %12s %10s %14s\n' "caddy + substitute, scan only" "$(col scan 2 %.1f)" "$(ratio scan plain)" "$(col scan 3 %.2f)"
 printf '%-34s %12s %10s %14s\n' "caddy reverse_proxy + substitute" "$(col substitute 2 %.1f)" "$(ratio substitute plain)" "$(col substitute 3 %.2f)"
 printf '%-34s %12s %10s %14s\n' "nginx proxy_pass + subs_filter" "$(col subs_filter 2 %.1f)" "$(ratio subs_filter plain)" "-"
