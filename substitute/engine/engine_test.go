@@ -541,9 +541,6 @@ func TestMemoAgainstPlainAttempts(t *testing.T) {
 	}
 }
 
-// TestAnchorStrides: rule sets whose matches are all 4 or 5+ bytes long scan
-// one position in 2 or 3 (unless their classes are too wide); matches at
-// every alignment, at chunk edges and at the end of the body are still found.
 // TestAnchorHashes: the scan hashes all the triples of an eight-byte word
 // with one shift and one xor; each must equal the anchor table's own hash,
 // or the scan would test the wrong entries and miss matches.
@@ -560,6 +557,9 @@ func TestAnchorHashes(t *testing.T) {
 	}
 }
 
+// TestAnchorStrides: rule sets whose matches are all 4 or 5+ bytes long scan
+// one position in 2 or 3 (unless their classes are too wide); matches at
+// every alignment, at chunk edges and at the end of the body are still found.
 func TestAnchorStrides(t *testing.T) {
 	sets := []struct {
 		stride int
