@@ -20,9 +20,8 @@ import (
 type quicDialer struct {
 	local net.IP
 
-	mu      sync.Mutex
-	sockets []*net.UDPConn
-	quics   []*quic.Transport
+	mu         sync.Mutex
+	transports []*quic.Transport // one per dial, each on a socket of its own
 }
 
 func (d *quicDialer) dial(ctx context.Context, addr string, tlsConf *tls.Config, conf *quic.Config) (*quic.Conn, error) {
@@ -83,7 +82,7 @@ func (d *quicDialer) dial(ctx context.Context, addr string, tlsConf *tls.Config,
 		return nil, err
 	}
 	d.mu.Lock()
-	d.sockets, d.quics = append(d.sockets, socket), append(d.quics, tr)
+	d.transports = append(d.transports, tr)
 	d.mu.Unlock()
 	return conn, nil
 }
@@ -104,9 +103,9 @@ func (d *quicDialer) network() string {
 func (d *quicDialer) close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for i, tr := range d.quics {
+	for _, tr := range d.transports {
 		tr.Close()
-		d.sockets[i].Close()
+		tr.Conn.Close()
 	}
-	d.sockets, d.quics = nil, nil
+	d.transports = nil
 }
