@@ -222,7 +222,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 func (r *Result) summarize() {
 	var dns, connect, tlsd, handshake, ttfb, total []time.Duration
 	var bodies []int64
-	timings := newTimingAggregate()
+	timings := timingAggregate{}
 	r.Errors = 0
 	r.Statuses = map[int]int{}
 	for _, s := range r.Samples {

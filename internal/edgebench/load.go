@@ -90,7 +90,7 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		res.Warmup = 1
 	}
 
-	agg := &loadAggregate{timings: newTimingAggregate(), res: res}
+	agg := &loadAggregate{timings: timingAggregate{}, res: res}
 	start := time.Now()
 	stopProgress := ReportEvery(cfg.Progress, time.Second, agg.progressLine)
 	var wg sync.WaitGroup

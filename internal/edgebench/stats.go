@@ -33,8 +33,6 @@ func median(values []int64) int64 {
 // timingAggregate collects Server-Timing durations per metric name.
 type timingAggregate map[string][]time.Duration
 
-func newTimingAggregate() timingAggregate { return timingAggregate{} }
-
 func (a timingAggregate) add(durs map[string]time.Duration) {
 	for name, d := range durs {
 		a[name] = append(a[name], d)
