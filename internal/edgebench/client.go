@@ -93,11 +93,12 @@ func (c *client) do(ctx context.Context, cfg *Config, start time.Time) Sample {
 		return Sample{Err: err}
 	}
 	for name, values := range cfg.Header {
-		if http.CanonicalHeaderKey(name) == "Host" {
+		key := http.CanonicalHeaderKey(name)
+		if key == "Host" {
 			req.Host = values[0]
 			continue
 		}
-		req.Header[http.CanonicalHeaderKey(name)] = append([]string(nil), values...)
+		req.Header[key] = append([]string(nil), values...)
 	}
 
 	resp, err := c.rt.RoundTrip(req)
