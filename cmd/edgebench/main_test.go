@@ -33,14 +33,24 @@ func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errOut.String()
 }
 
+// runJSON runs the command, which must succeed, and decodes its stdout into
+// v. It returns stderr.
+func runJSON(t *testing.T, v any, args ...string) string {
+	t.Helper()
+	code, stdout, stderr := runCmd(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if err := json.Unmarshal([]byte(stdout), v); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, stdout)
+	}
+	return stderr
+}
+
 // Two URLs and two protocols give four targets in the JSON, in order, each
 // with its samples.
 func TestJSONOutputDecodes(t *testing.T) {
 	a, b := startServer(t, "aaaa"), startServer(t, "bbbbbbbb")
-	code, stdout, stderr := runCmd(t, "-json", "-k", "-n", "3", "-cold", "-proto", "h1,h2", a, b)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
 	var out struct {
 		Results []struct {
 			Config struct {
@@ -60,9 +70,7 @@ func TestJSONOutputDecodes(t *testing.T) {
 			TTFB      struct{ P50, P90, P99 time.Duration }
 		}
 	}
-	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
-		t.Fatalf("output is not JSON: %v\n%s", err, stdout)
-	}
+	stderr := runJSON(t, &out, "-json", "-k", "-n", "3", "-cold", "-proto", "h1,h2", a, b)
 	want := []struct {
 		url, proto, spoken string
 		bytes              int64
@@ -121,10 +129,6 @@ func TestTableListsBothTargets(t *testing.T) {
 
 func TestLoadJSON(t *testing.T) {
 	a := startServer(t, "a")
-	code, stdout, stderr := runCmd(t, "-json", "-k", "-load", "-rate", "40", "-duration", "250ms", "-proto", "h2", a)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
 	var out struct {
 		Load []struct {
 			Config struct {
@@ -136,9 +140,7 @@ func TestLoadJSON(t *testing.T) {
 			Latency                            struct{ P50, P99 time.Duration }
 		}
 	}
-	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
-		t.Fatalf("output is not JSON: %v\n%s", err, stdout)
-	}
+	runJSON(t, &out, "-json", "-k", "-load", "-rate", "40", "-duration", "250ms", "-proto", "h2", a)
 	if len(out.Load) != 1 {
 		t.Fatalf("%d load results, want 1", len(out.Load))
 	}
