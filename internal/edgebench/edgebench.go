@@ -189,8 +189,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res := &Result{Config: cfg}
 	var warm *client
+	var err error
 	if !cfg.Cold {
-		var err error
 		if warm, err = openWarm(ctx, &cfg); err != nil {
 			return nil, err
 		}
@@ -198,9 +198,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.Warmup = 1
 	}
 	for range cfg.Requests {
-		if err := ctx.Err(); err != nil {
-			res.summarize()
-			return res, err
+		if err = ctx.Err(); err != nil {
+			break
 		}
 		c := warm
 		if cfg.Cold {
@@ -216,7 +215,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	res.summarize()
-	return res, nil
+	return res, err
 }
 
 func (r *Result) summarize() {
