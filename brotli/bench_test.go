@@ -2,6 +2,7 @@ package brotli
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -28,18 +29,26 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// writeChunked writes data in writes of at most chunk bytes.
+func writeChunked(w io.Writer, data []byte) error {
+	for len(data) > 0 {
+		n := min(chunk, len(data))
+		if _, err := w.Write(data[:n]); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
 // compressFiles compresses each file as its own response with one reused
 // encoder, as a warm pool does, and returns the compressed total.
 func compressFiles(tb testing.TB, enc encode.Encoder, files []corpusFile) int {
 	var out countingWriter
 	for _, file := range files {
 		enc.Reset(&out)
-		for data := file.data; len(data) > 0; {
-			n := min(chunk, len(data))
-			if _, err := enc.Write(data[:n]); err != nil {
-				tb.Fatal(err)
-			}
-			data = data[n:]
+		if err := writeChunked(enc, file.data); err != nil {
+			tb.Fatal(err)
 		}
 		if err := enc.Close(); err != nil {
 			tb.Fatal(err)
@@ -133,14 +142,7 @@ func BenchmarkCaddyVsLibrary(b *testing.B) {
 	var current []byte
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) error {
 		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
-		for data := current; len(data) > 0; {
-			n := min(chunk, len(data))
-			if _, err := w.Write(data[:n]); err != nil {
-				return err
-			}
-			data = data[n:]
-		}
-		return nil
+		return writeChunked(w, current)
 	})
 	r := httptest.NewRequest(http.MethodGet, "/app.js", nil)
 	r.Header.Set("Accept-Encoding", "gzip, deflate, br, zstd")
