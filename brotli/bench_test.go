@@ -74,6 +74,19 @@ func provisionEncoding(tb testing.TB, enc encode.Encoding) encode.Encoding {
 //
 //	go test -run '^$' -bench BenchmarkCorpus ./brotli/
 func BenchmarkCorpus(b *testing.B) {
+	gzip := provisionEncoding(b, &caddygzip.Gzip{})
+	type encoderCase struct {
+		name     string
+		encoding encode.Encoding
+	}
+	cases := []encoderCase{
+		{"gzip-5", gzip},
+		{"zstd-default", provisionEncoding(b, &caddyzstd.Zstd{})},
+	}
+	for quality := minQuality; quality <= maxQuality; quality++ {
+		cases = append(cases, encoderCase{fmt.Sprintf("br-q%d", quality), mustProvision(b, fmt.Sprintf(`{"quality":%d}`, quality))})
+	}
+
 	for _, group := range []struct{ name, pattern string }{
 		{"js", "*.js"},
 		{"html", "*.html"},
@@ -83,19 +96,7 @@ func BenchmarkCorpus(b *testing.B) {
 		for _, file := range files {
 			total += len(file.data)
 		}
-		gzipBytes := compressFiles(b, provisionEncoding(b, &caddygzip.Gzip{}).NewEncoder(), files)
-
-		type encoderCase struct {
-			name     string
-			encoding encode.Encoding
-		}
-		cases := []encoderCase{
-			{"gzip-5", provisionEncoding(b, &caddygzip.Gzip{})},
-			{"zstd-default", provisionEncoding(b, &caddyzstd.Zstd{})},
-		}
-		for quality := minQuality; quality <= maxQuality; quality++ {
-			cases = append(cases, encoderCase{fmt.Sprintf("br-q%d", quality), mustProvision(b, fmt.Sprintf(`{"quality":%d}`, quality))})
-		}
+		gzipBytes := compressFiles(b, gzip.NewEncoder(), files)
 		for _, c := range cases {
 			b.Run(group.name+"/"+c.name, func(b *testing.B) {
 				enc := c.encoding.NewEncoder()
