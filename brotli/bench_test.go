@@ -2,6 +2,7 @@ package brotli
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -28,18 +29,26 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// writeChunked writes data in writes of at most chunk bytes.
+func writeChunked(w io.Writer, data []byte) error {
+	for len(data) > 0 {
+		n := min(chunk, len(data))
+		if _, err := w.Write(data[:n]); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
 // compressFiles compresses each file as its own response with one reused
 // encoder, as a warm pool does, and returns the compressed total.
 func compressFiles(tb testing.TB, enc encode.Encoder, files []corpusFile) int {
 	var out countingWriter
 	for _, file := range files {
 		enc.Reset(&out)
-		for data := file.data; len(data) > 0; {
-			n := min(chunk, len(data))
-			if _, err := enc.Write(data[:n]); err != nil {
-				tb.Fatal(err)
-			}
-			data = data[n:]
+		if err := writeChunked(enc, file.data); err != nil {
+			tb.Fatal(err)
 		}
 		if err := enc.Close(); err != nil {
 			tb.Fatal(err)
@@ -65,6 +74,19 @@ func provisionEncoding(tb testing.TB, enc encode.Encoding) encode.Encoding {
 //
 //	go test -run '^$' -bench BenchmarkCorpus ./brotli/
 func BenchmarkCorpus(b *testing.B) {
+	gzip := provisionEncoding(b, &caddygzip.Gzip{})
+	type encoderCase struct {
+		name     string
+		encoding encode.Encoding
+	}
+	cases := []encoderCase{
+		{"gzip-5", gzip},
+		{"zstd-default", provisionEncoding(b, &caddyzstd.Zstd{})},
+	}
+	for quality := minQuality; quality <= maxQuality; quality++ {
+		cases = append(cases, encoderCase{fmt.Sprintf("br-q%d", quality), mustProvision(b, fmt.Sprintf(`{"quality":%d}`, quality))})
+	}
+
 	for _, group := range []struct{ name, pattern string }{
 		{"js", "*.js"},
 		{"html", "*.html"},
@@ -74,19 +96,7 @@ func BenchmarkCorpus(b *testing.B) {
 		for _, file := range files {
 			total += len(file.data)
 		}
-		gzipBytes := compressFiles(b, provisionEncoding(b, &caddygzip.Gzip{}).NewEncoder(), files)
-
-		type encoderCase struct {
-			name     string
-			encoding encode.Encoding
-		}
-		cases := []encoderCase{
-			{"gzip-5", provisionEncoding(b, &caddygzip.Gzip{})},
-			{"zstd-default", provisionEncoding(b, &caddyzstd.Zstd{})},
-		}
-		for quality := minQuality; quality <= maxQuality; quality++ {
-			cases = append(cases, encoderCase{fmt.Sprintf("br-q%d", quality), mustProvision(b, fmt.Sprintf(`{"quality":%d}`, quality))})
-		}
+		gzipBytes := compressFiles(b, gzip.NewEncoder(), files)
 		for _, c := range cases {
 			b.Run(group.name+"/"+c.name, func(b *testing.B) {
 				enc := c.encoding.NewEncoder()
@@ -133,14 +143,7 @@ func BenchmarkCaddyVsLibrary(b *testing.B) {
 	var current []byte
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) error {
 		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
-		for data := current; len(data) > 0; {
-			n := min(chunk, len(data))
-			if _, err := w.Write(data[:n]); err != nil {
-				return err
-			}
-			data = data[n:]
-		}
-		return nil
+		return writeChunked(w, current)
 	})
 	r := httptest.NewRequest(http.MethodGet, "/app.js", nil)
 	r.Header.Set("Accept-Encoding", "gzip, deflate, br, zstd")

@@ -18,7 +18,7 @@ import (
 func (b *Brotli) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume encoder name
 	if d.NextArg() {
-		quality, err := parseQuality(d)
+		quality, err := parseSetting(d, "quality", checkQuality)
 		if err != nil {
 			return err
 		}
@@ -37,7 +37,7 @@ func (b *Brotli) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.NextArg() {
 				return d.ArgErr()
 			}
-			quality, err := parseQuality(d)
+			quality, err := parseSetting(d, "quality", checkQuality)
 			if err != nil {
 				return err
 			}
@@ -49,12 +49,9 @@ func (b *Brotli) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.NextArg() {
 				return d.ArgErr()
 			}
-			window, err := strconv.Atoi(d.Val())
+			window, err := parseSetting(d, "window", checkWindow)
 			if err != nil {
-				return d.Errf("br: window %q: not a number", d.Val())
-			}
-			if err := checkWindow(window); err != nil {
-				return d.Errf("br: %v", err)
+				return err
 			}
 			b.Window = window
 		default:
@@ -67,15 +64,15 @@ func (b *Brotli) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-// parseQuality reads the current token as a quality, refusing values out of
-// range here so that `caddy adapt` already points at the offending line.
-func parseQuality(d *caddyfile.Dispenser) (int, error) {
-	quality, err := strconv.Atoi(d.Val())
+// parseSetting reads the current token as the named setting, refusing values
+// out of range here so that `caddy adapt` already points at the offending line.
+func parseSetting(d *caddyfile.Dispenser, name string, check func(int) error) (int, error) {
+	value, err := strconv.Atoi(d.Val())
 	if err != nil {
-		return 0, d.Errf("br: quality %q: not a number", d.Val())
+		return 0, d.Errf("br: %s %q: not a number", name, d.Val())
 	}
-	if err := checkQuality(quality); err != nil {
+	if err := check(value); err != nil {
 		return 0, d.Errf("br: %v", err)
 	}
-	return quality, nil
+	return value, nil
 }

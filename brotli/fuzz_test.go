@@ -3,7 +3,6 @@ package brotli
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"sync"
 	"testing"
 
@@ -34,29 +33,6 @@ func FuzzRoundTrip(f *testing.F) {
 		pool := &pools[int(quality)%len(pools)]
 		enc := pool.Get().(*brotlienc.Writer)
 		defer func() { enc.Reset(nil); pool.Put(enc) }()
-		at := min(int(split), len(body))
-
-		var out bytes.Buffer
-		enc.Reset(&out)
-		if _, err := enc.Write(body[:at]); err != nil {
-			t.Fatal(err)
-		}
-		if err := enc.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		prefix := make([]byte, at)
-		if _, err := io.ReadFull(brotlienc.NewReader(bytes.NewReader(out.Bytes())), prefix); err != nil || !bytes.Equal(prefix, body[:at]) {
-			t.Fatalf("flushed prefix of %d bytes does not decode: %v", at, err)
-		}
-		if _, err := enc.Write(body[at:]); err != nil {
-			t.Fatal(err)
-		}
-		if err := enc.Close(); err != nil {
-			t.Fatal(err)
-		}
-		got, err := io.ReadAll(brotlienc.NewReader(&out))
-		if err != nil || !bytes.Equal(got, body) {
-			t.Fatalf("round trip of %d bytes: got %d, %v", len(body), len(got), err)
-		}
+		roundTrip(t, enc, body, min(int(split), len(body)))
 	})
 }

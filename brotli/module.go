@@ -47,8 +47,6 @@ type Brotli struct {
 	// twice the window (2 MiB at 20, 8 MiB at the library's 22); a
 	// larger window only saves bytes on responses larger than 1 MiB.
 	Window int `json:"window,omitempty"`
-
-	options brotlienc.WriterOptions
 }
 
 // CaddyModule returns the Caddy module information.
@@ -69,7 +67,6 @@ func (b *Brotli) Provision(caddy.Context) error {
 	if b.Window == 0 {
 		b.Window = DefaultWindow
 	}
-	b.options = brotlienc.WriterOptions{Quality: *b.Quality, LGWin: b.Window}
 	return nil
 }
 
@@ -92,7 +89,7 @@ func (*Brotli) AcceptEncoding() string { return "br" }
 // calls Reset before each response, which keeps the writer's buffers, so
 // a warm pool compresses without allocating.
 func (b *Brotli) NewEncoder() encode.Encoder {
-	return brotlienc.NewWriterOptions(nil, b.options)
+	return brotlienc.NewWriterOptions(nil, brotlienc.WriterOptions{Quality: *b.Quality, LGWin: b.Window})
 }
 
 func checkQuality(quality int) error {

@@ -191,7 +191,7 @@ done
 # counts the CPU time the server itself used: requests per CPU-second is
 # what one core of each server delivers, whatever else is running. Rounds
 # alternate Caddy and nginx so that outside load falls on both alike.
-wrk_args=(-t1 -c"$connections" -d"$duration" --timeout 60s -H 'Accept-Encoding: br')
+wrk_args=(-t1 -c"$connections" --timeout 60s -H 'Accept-Encoding: br')
 clk_tck=$(getconf CLK_TCK)
 cpu_ticks() { # pids...: user+system ticks of these processes and their children
 	local total=0 pid
@@ -204,19 +204,20 @@ cpu_ticks() { # pids...: user+system ticks of these processes and their children
 measure() { # port pid: prints "requests seconds cpu-seconds"
 	local before after out
 	before=$(cpu_ticks "$2")
-	out=$(wrk "${wrk_args[@]}" "http://127.0.0.1:$1/$file")
+	out=$(wrk "${wrk_args[@]}" -d"$duration" "http://127.0.0.1:$1/$file")
 	after=$(cpu_ticks "$2")
 	awk -v cpu="$(bc -l <<<"($after - $before) / $clk_tck")" \
 		'/requests in/ {gsub(/s,/, "", $4); print $1, $4, cpu}' <<<"$out"
 }
+ratio() { if [[ $(bc <<<"$2 > 0") == 1 ]]; then printf '%.2f' "$(bc -l <<<"$1 / $2")"; else echo n/a; fi; }
 echo
-echo "wrk ${wrk_args[*]} /$file ($(wc -c <"$corpus/$file") bytes), $rounds rounds, $(nproc) cores shared by servers, wrk and anything else running"
+echo "wrk ${wrk_args[*]} -d$duration /$file ($(wc -c <"$corpus/$file") bytes), $rounds rounds, $(nproc) cores shared by servers, wrk and anything else running"
 printf '%-8s %12s %12s %8s %16s %16s %8s\n' quality "Caddy req/s" "nginx req/s" ratio "Caddy req/CPU-s" "nginx req/CPU-s" ratio
 caddy_pid=${pids[0]} nginx_pid=${pids[1]}
 for q in "${qualities[@]}"; do
 	# warm both (Caddy's encoder pool, nginx's workers), then measure
-	wrk -t1 -c"$connections" -d2s --timeout 60s -H 'Accept-Encoding: br' "http://127.0.0.1:${caddy_port[$q]}/$file" >/dev/null
-	wrk -t1 -c"$connections" -d2s --timeout 60s -H 'Accept-Encoding: br' "http://127.0.0.1:${nginx_port[$q]}/$file" >/dev/null
+	wrk "${wrk_args[@]}" -d2s "http://127.0.0.1:${caddy_port[$q]}/$file" >/dev/null
+	wrk "${wrk_args[@]}" -d2s "http://127.0.0.1:${nginx_port[$q]}/$file" >/dev/null
 	cr=0 cs=0 cc=0 nr=0 ns=0 nc=0
 	for _ in $(seq "$rounds"); do
 		read -r r t u < <(measure "${caddy_port[$q]}" "$caddy_pid")
@@ -224,7 +225,6 @@ for q in "${qualities[@]}"; do
 		read -r r t u < <(measure "${nginx_port[$q]}" "$nginx_pid")
 		nr=$((nr + r)) ns=$(bc -l <<<"$ns + $t") nc=$(bc -l <<<"$nc + $u")
 	done
-	ratio() { if [[ $(bc <<<"$2 > 0") == 1 ]]; then printf '%.2f' "$(bc -l <<<"$1 / $2")"; else echo n/a; fi; }
 	c_rps=$(bc -l <<<"$cr / $cs") n_rps=$(bc -l <<<"$nr / $ns")
 	c_cpu=$(bc -l <<<"$cr / ($cc + 0.000001)") n_cpu=$(bc -l <<<"$nr / ($nc + 0.000001)")
 	printf '%-8s %12.2f %12.2f %8s %16.2f %16.2f %8s\n' "$q" "$c_rps" "$n_rps" "$(ratio "$c_rps" "$n_rps")" \
