@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -251,7 +252,7 @@ func (p *relayPipe) read() {
 	for {
 		n, err := p.src.Read(buf)
 		if n > 0 {
-			p.queue.push(relayChunk{data: append([]byte(nil), buf[:n]...), due: p.due()})
+			p.queue.push(relayChunk{data: bytes.Clone(buf[:n]), due: p.due()})
 		}
 		if err != nil {
 			end := relayReset
@@ -406,7 +407,7 @@ func (r *UDPRelay) readClients() {
 				continue
 			}
 		}
-		d := relayDatagram{data: append([]byte(nil), buf[:n]...), due: time.Now().Add(r.oneWay)}
+		d := relayDatagram{data: bytes.Clone(buf[:n]), due: time.Now().Add(r.oneWay)}
 		r.mu.Lock()
 		select {
 		case <-r.done:
@@ -469,7 +470,7 @@ func (r *UDPRelay) startSession(client netip.AddrPort) *relayUDPSession {
 			}
 			s.lastActive.Store(time.Now().UnixNano())
 			select {
-			case s.toClient <- relayDatagram{data: append([]byte(nil), buf[:n]...), due: time.Now().Add(r.oneWay)}:
+			case s.toClient <- relayDatagram{data: bytes.Clone(buf[:n]), due: time.Now().Add(r.oneWay)}:
 			default:
 			}
 		}
