@@ -95,28 +95,7 @@ func StartCaddyWith(t testing.TB, opts Options, caddyfile string) *Caddy {
 	// A port found free can be taken before Caddy binds it (by a test
 	// running in parallel): then try again with other ports.
 	for attempt := 1; ; attempt++ {
-		c := &Caddy{
-			HTTPPort:  FreePort(t),
-			HTTPSPort: FreePort(t),
-			AdminPort: FreePort(t),
-			Dir:       t.TempDir(),
-			opts:      opts,
-			logs:      &lockedBuffer{},
-			done:      make(chan struct{}),
-		}
-		path := filepath.Join(c.Dir, "Caddyfile")
-		if err := os.WriteFile(path, []byte(c.withGlobals(caddyfile)), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		c.cmd = exec.Command(caddyBinary, "run", "--config", path, "--adapter", "caddyfile")
-		c.cmd.Dir = c.Dir
-		c.cmd.Env = append(c.env(), opts.Env...)
-		c.cmd.Stdout = c.logs
-		c.cmd.Stderr = c.logs
-		if err := c.cmd.Start(); err != nil {
-			t.Fatalf("starting caddy: %v", err)
-		}
-		go func() { _ = c.cmd.Wait(); close(c.done) }()
+		c := startCaddyProcess(t, opts, caddyfile)
 		err := c.waitReady(caddyfile)
 		if err != nil && attempt < 3 && strings.Contains(c.Logs(), "address already in use") {
 			c.Stop()
@@ -133,6 +112,35 @@ func StartCaddyWith(t testing.TB, opts Options, caddyfile string) *Caddy {
 		}
 		return c
 	}
+}
+
+// startCaddyProcess starts Caddy on ports free a moment ago, in a directory
+// of its own, without waiting for it to be ready.
+func startCaddyProcess(t testing.TB, opts Options, caddyfile string) *Caddy {
+	t.Helper()
+	c := &Caddy{
+		HTTPPort:  FreePort(t),
+		HTTPSPort: FreePort(t),
+		AdminPort: FreePort(t),
+		Dir:       t.TempDir(),
+		opts:      opts,
+		logs:      &lockedBuffer{},
+		done:      make(chan struct{}),
+	}
+	path := filepath.Join(c.Dir, "Caddyfile")
+	if err := os.WriteFile(path, []byte(c.withGlobals(caddyfile)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.cmd = exec.Command(caddyBinary, "run", "--config", path, "--adapter", "caddyfile")
+	c.cmd.Dir = c.Dir
+	c.cmd.Env = append(c.env(), opts.Env...)
+	c.cmd.Stdout = c.logs
+	c.cmd.Stderr = c.logs
+	if err := c.cmd.Start(); err != nil {
+		t.Fatalf("starting caddy: %v", err)
+	}
+	go func() { _ = c.cmd.Wait(); close(c.done) }()
+	return c
 }
 
 func (c *Caddy) env() []string {

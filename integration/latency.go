@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -124,13 +125,14 @@ func (r *TCPRelay) accept() {
 // end (FIN or reset).
 func (r *TCPRelay) serve(client *net.TCPConn, accepted time.Time) {
 	defer client.Close()
-	upstream, err := relayDialTCP(client.RemoteAddr(), r.upstream)
+	conn, err := relayDial("tcp", client.RemoteAddr().(*net.TCPAddr).AddrPort().Addr(), r.upstream)
 	if err != nil {
 		// The refusal reaches the client a round trip after it connected.
 		time.Sleep(2 * r.oneWay)
 		client.SetLinger(0)
 		return
 	}
+	upstream := conn.(*net.TCPConn)
 	defer upstream.Close()
 	if !r.track(upstream) {
 		return
@@ -150,20 +152,21 @@ func (r *TCPRelay) serve(client *net.TCPConn, accepted time.Time) {
 	pipes.Wait()
 }
 
-// relayDialTCP dials upstream from the client's own address when it can
-// (any 127.x.y.z on Linux), else from the default one.
-func relayDialTCP(client net.Addr, upstream string) (*net.TCPConn, error) {
-	if a, ok := client.(*net.TCPAddr); ok && a.IP.IsLoopback() {
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: a.IP}}
-		if c, err := d.Dial("tcp", upstream); err == nil {
-			return c.(*net.TCPConn), nil
+// relayDial dials upstream over network ("tcp" or "udp") from the client's
+// own address when it can (any 127.x.y.z on Linux), else from the default
+// one.
+func relayDial(network string, client netip.Addr, upstream string) (net.Conn, error) {
+	if client.IsLoopback() {
+		local := net.Addr(&net.TCPAddr{IP: client.AsSlice()})
+		if network == "udp" {
+			local = &net.UDPAddr{IP: client.AsSlice()}
+		}
+		d := net.Dialer{LocalAddr: local}
+		if c, err := d.Dial(network, upstream); err == nil {
+			return c, nil
 		}
 	}
-	c, err := net.Dial("tcp", upstream)
-	if err != nil {
-		return nil, err
-	}
-	return c.(*net.TCPConn), nil
+	return net.Dial(network, upstream)
 }
 
 // relayEnd says what a queued chunk is: data, or the end of the stream.
@@ -249,7 +252,7 @@ func (p *relayPipe) read() {
 	for {
 		n, err := p.src.Read(buf)
 		if n > 0 {
-			p.queue.push(relayChunk{data: append([]byte(nil), buf[:n]...), due: p.due()})
+			p.queue.push(relayChunk{data: bytes.Clone(buf[:n]), due: p.due()})
 		}
 		if err != nil {
 			end := relayReset
@@ -301,7 +304,7 @@ func (p *relayPipe) write() {
 // QUIC connection works through it; a socket idle for IdleTimeout is closed.
 type UDPRelay struct {
 	pc          *net.UDPConn
-	upstream    *net.UDPAddr
+	upstream    string
 	oneWay      time.Duration
 	idleTimeout time.Duration
 
@@ -322,7 +325,7 @@ type relayDatagram struct {
 
 type relayUDPSession struct {
 	client     netip.AddrPort
-	up         *net.UDPConn
+	up         net.Conn
 	toUpstream chan relayDatagram
 	toClient   chan relayDatagram
 	lastActive atomic.Int64 // unix nanoseconds
@@ -344,17 +347,13 @@ func StartUDPRelayIdle(t testing.TB, listen, upstream string, oneWay, idleTimeou
 	if err != nil {
 		t.Fatal(err)
 	}
-	raddr, err := net.ResolveUDPAddr("udp", upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
 	pc, err := net.ListenUDP("udp", laddr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &UDPRelay{
 		pc:          pc,
-		upstream:    raddr,
+		upstream:    upstream,
 		oneWay:      oneWay,
 		idleTimeout: idleTimeout,
 		sessions:    map[netip.AddrPort]*relayUDPSession{},
@@ -408,7 +407,7 @@ func (r *UDPRelay) readClients() {
 				continue
 			}
 		}
-		d := relayDatagram{data: append([]byte(nil), buf[:n]...), due: time.Now().Add(r.oneWay)}
+		d := relayDatagram{data: bytes.Clone(buf[:n]), due: time.Now().Add(r.oneWay)}
 		r.mu.Lock()
 		select {
 		case <-r.done:
@@ -438,15 +437,9 @@ func (r *UDPRelay) readClients() {
 // startSession opens the client's upstream socket, from the client's own
 // address when it can. It is called with mu held.
 func (r *UDPRelay) startSession(client netip.AddrPort) *relayUDPSession {
-	var up *net.UDPConn
-	var err error
-	if client.Addr().IsLoopback() {
-		up, err = net.DialUDP("udp", &net.UDPAddr{IP: client.Addr().AsSlice()}, r.upstream)
-	}
-	if up == nil || err != nil {
-		if up, err = net.DialUDP("udp", nil, r.upstream); err != nil {
-			return nil
-		}
+	up, err := relayDial("udp", client.Addr(), r.upstream)
+	if err != nil {
+		return nil
 	}
 	s := &relayUDPSession{
 		client:     client,
@@ -477,7 +470,7 @@ func (r *UDPRelay) startSession(client netip.AddrPort) *relayUDPSession {
 			}
 			s.lastActive.Store(time.Now().UnixNano())
 			select {
-			case s.toClient <- relayDatagram{data: append([]byte(nil), buf[:n]...), due: time.Now().Add(r.oneWay)}:
+			case s.toClient <- relayDatagram{data: bytes.Clone(buf[:n]), due: time.Now().Add(r.oneWay)}:
 			default:
 			}
 		}
