@@ -18,7 +18,7 @@
 # Prints: the corpus's total size uncompressed, with Caddy's gzip (level 5)
 # and with br at each quality from Caddy and from nginx; then requests/s
 # and requests per CPU-second of each server.
-# Needs: go, wrk, curl, nginx-light, libnginx-mod-http-brotli-filter, npm
+# Needs: go, wrk, curl, python3, bc, nginx-light, libnginx-mod-http-brotli-filter, npm
 # (optional). Everything listens on 127.0.0.1 and is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +30,7 @@ connections=${CONNECTIONS:-16}
 file=${FILE:-react-dom.production.min.js}
 nginx_module=/usr/lib/nginx/modules/ngx_http_brotli_filter_module.so
 
-for cmd in go wrk curl nginx; do
+for cmd in go wrk curl nginx python3 bc; do
 	command -v "$cmd" >/dev/null || { echo "bench-br: $cmd not found" >&2; exit 1; }
 done
 [[ -f $nginx_module ]] || { echo "bench-br: $nginx_module missing (apt-get install libnginx-mod-http-brotli-filter)" >&2; exit 1; }

@@ -30,7 +30,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-for cmd in wrk nginx curl go; do
+for cmd in wrk nginx curl go python3; do
 	command -v $cmd >/dev/null || { echo "missing $cmd" >&2; exit 1; }
 done
 [ -f "$PAGE" ] || { echo "missing $PAGE" >&2; exit 1; }

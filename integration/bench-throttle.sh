@@ -11,7 +11,7 @@
 # taken within a round (paired, so a machine whose load drifts between
 # rounds skews both sides alike). Usage (from the repository root):
 #   integration/bench-throttle.sh [seconds per run, default 3] [rounds, default 7]
-# Needs: go, wrk, nginx, redis-server. Not part of `go test`.
+# Needs: go, wrk, nginx, redis-server, python3. Not part of `go test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,7 +19,7 @@ DURATION=${1:-3}
 ROUNDS=${2:-7}
 CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
-for bin in go wrk nginx redis-server; do
+for bin in go wrk nginx redis-server python3; do
 	command -v "$bin" >/dev/null || { echo "bench-throttle: $bin not found" >&2; exit 1; }
 done
 
