@@ -190,20 +190,20 @@ func TestSteadyStateAllocs(t *testing.T) {
 	}
 }
 
-// hostileCases are bodies built to make a scanner re-read bytes: every
-// position starts a candidate that stays alive for MaxMatch bytes or for a
-// long bounded repetition, alone or among the usual rules.
-func hostileCases() []struct {
+// hostileCase is a body built to make a scanner re-read bytes, with its
+// rules.
+type hostileCase struct {
 	name  string
 	rules []Rule
 	body  []byte
-} {
+}
+
+// hostileCases are bodies where every position starts a candidate that
+// stays alive for MaxMatch bytes or for a long bounded repetition, alone or
+// among the usual rules.
+func hostileCases() []hostileCase {
 	mixed := append(benchRules(10), rx(`<a [^>]*>`, "A"), lit("<a", "B"), rx(`a{1,100}b|a+c`, "C"))
-	return []struct {
-		name  string
-		rules []Rule
-		body  []byte
-	}{
+	return []hostileCase{
 		{"tags", []Rule{rx(`<a [^>]*>`, "")}, []byte(strings.Repeat("<a ", 100_000))},
 		{"counter", []Rule{rx(`a{1,100}b|a+c`, "")}, []byte(strings.Repeat("a", 1<<20))},
 		{"long counter", []Rule{rx(`a{1,200}b|a+c`, "")}, []byte(strings.Repeat("a", 1<<18))},

@@ -449,11 +449,7 @@ func TestEmitsEagerly(t *testing.T) {
 // dropped.
 func TestHostileBodies(t *testing.T) {
 	cases := hostileCases()
-	cases = append(cases, struct {
-		name  string
-		rules []Rule
-		body  []byte
-	}{"tags closed", []Rule{rx(`<a [^>]*>`, "T"), lit("<a", "L")}, []byte(strings.Repeat("<a ", 1000) + ">" + strings.Repeat("<a ", 500))})
+	cases = append(cases, hostileCase{"tags closed", []Rule{rx(`<a [^>]*>`, "T"), lit("<a", "L")}, []byte(strings.Repeat("<a ", 1000) + ">" + strings.Repeat("<a ", 500))})
 	for _, hc := range cases {
 		body := hc.body[:min(len(hc.body), 6000)]
 		for _, maxMatch := range []int{64, 1000, DefaultMaxMatch} {

@@ -327,8 +327,7 @@ func (st *Stream) beginAttempt(buf []byte, start, j int) {
 	st.ringLo = lo
 }
 
-// step returns the DFA state after t reads b (the hot loop of runDFA has
-// it inline: it is over the inlining budget).
+// step returns the DFA state after t reads b.
 func (s *Set) step(t *state, b byte) *state {
 	c := int(s.classes[b])
 	if n := t.next[c].Load(); n != nil {
@@ -337,29 +336,34 @@ func (s *Set) step(t *state, b byte) *state {
 	return s.dfa.build(t, c)
 }
 
-// runDFA runs the attempt anchored at buf[j] from state t over buf[k:],
-// recording its best match in st.bestLen and st.bestRule. delta converts a
-// buf index to a body offset; memo makes the run use and extend the memo
-// path (the drop reruns do not). It returns the last state, the index of
-// the last byte consumed and why it stopped.
-func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64, memo bool) (*state, int, int) {
+// runPlain runs the attempt anchored at buf[j] from state t over buf[k:],
+// recording its best match in st.bestLen and st.bestRule, without the memo
+// path (the drop reruns). It returns the last state and why it stopped.
+func (st *Stream) runPlain(t *state, buf []byte, j, k int) (*state, int) {
 	s := st.set
 	limit := j + s.maxMatch // the last byte the attempt may consume
-	if !memo {
-		for ; k < len(buf); k++ {
-			t = s.step(t, buf[k])
-			if t.match >= 0 {
-				st.bestLen, st.bestRule = k-j, t.match
-			}
-			if len(t.pcs) == 0 {
-				return t, k, runDead
-			}
-			if k == limit {
-				return t, k, runLimit
-			}
+	for ; k < len(buf); k++ {
+		t = s.step(t, buf[k])
+		if t.match >= 0 {
+			st.bestLen, st.bestRule = k-j, t.match
 		}
-		return t, k - 1, runStarved
+		if len(t.pcs) == 0 {
+			return t, runDead
+		}
+		if k == limit {
+			return t, runLimit
+		}
 	}
+	return t, runStarved
+}
+
+// runDFA is runPlain using and extending the memo path: delta converts a
+// buf index to a body offset. It returns the last state, the index of the
+// last byte consumed and why it stopped. (Its loop has step inline: this
+// is the hottest loop, and step is over the inlining budget.)
+func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64) (*state, int, int) {
+	s := st.set
+	limit := j + s.maxMatch // the last byte the attempt may consume
 	ring := st.ring
 	m := int64(len(ring) - 1)
 	winHi := st.ringLo + m // last position the ring can hold
@@ -419,7 +423,7 @@ func (st *Stream) runDFA(t *state, buf []byte, j, k int, delta int64, memo bool)
 // the attempt is resolved (st.bestLen then holds the winner, or -1).
 func (st *Stream) advance(buf []byte, start, j int, final bool) bool {
 	delta := st.base - int64(start)
-	t, k, why := st.runDFA(st.runState, buf, j, j+st.runLen, delta, true)
+	t, k, why := st.runDFA(st.runState, buf, j, j+st.runLen, delta)
 	if why == runMerged {
 		// From position p on, this attempt follows the memo path.
 		p := int64(k+1) + delta
@@ -450,7 +454,7 @@ func (st *Stream) advance(buf []byte, start, j int, final bool) bool {
 			st.sparse[int(q/stride)%len(st.sparse)] = st.memoLimit
 			st.sparseHi = q
 		}
-		t, k, why = st.runDFA(st.memoLimit, buf, j, k+1, delta, true)
+		t, k, why = st.runDFA(st.memoLimit, buf, j, k+1, delta)
 	}
 	if why == runStarved && !final {
 		st.runState, st.runLen = t, len(buf)-j
@@ -511,7 +515,7 @@ func (st *Stream) drop(buf []byte, j int, t *state) {
 		if rest.Empty() {
 			return
 		}
-		t, _, why = st.runDFA(s.dfa.start(rest, st.runPrev, false), buf, j, j, 0, false)
+		t, why = st.runPlain(s.dfa.start(rest, st.runPrev, false), buf, j, j)
 	}
 }
 
