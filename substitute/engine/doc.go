@@ -48,7 +48,9 @@
 // first stage skips ahead: every match then holds, at some offset below the
 // stride k (2 or 3), a triple that the DFA allows there, so testing one
 // position in k against a 32 KiB hashed table of those triples finds every
-// match, and only its hits go on to the pair and triple tests. Rules with
+// match. The table keeps, per triple, the offsets it occurs at, so a hit
+// at position a sends only the starts a-offset on to the pair and triple
+// tests (about 17,000 per MB of the HTML sample instead of 37,000). Rules with
 // wide classes (such as [^"]) allow too many triples; they keep k = 1. With
 // the 10 rules of BenchmarkWrkRules the scan starts about 2,200 attempts per
 // MB of the HTML sample. From each candidate the DFA runs anchored, for

@@ -553,6 +553,28 @@ func TestAnchorHashes(t *testing.T) {
 	}
 }
 
+// TestAnchorOffsets: the anchor table records at which offsets of a match
+// each triple occurs, so that a hit tests only the starts those offsets
+// give; a match is found at every alignment of the scan.
+func TestAnchorOffsets(t *testing.T) {
+	s := mustCompile(t, []Rule{lit("rustc", "R")}, Options{})
+	if s.stride != 3 {
+		t.Fatalf("stride %d, want 3", s.stride)
+	}
+	for off, tri := range []string{"rus", "ust", "stc"} {
+		x := uint32(tri[0]) | uint32(tri[1])<<8 | uint32(tri[2])<<16
+		if got, want := s.anchors[anchorHash(x)], uint8(1)<<(2-off); got != want {
+			t.Errorf("triple %q (offset %d): anchor mask %03b, want %03b", tri, off, got, want)
+		}
+	}
+	for pad := range 40 {
+		body := []byte(strings.Repeat("u", pad) + "rustc" + strings.Repeat("t", 40))
+		if got := s.candidate(body, 0, true); got != pad {
+			t.Errorf("rustc after %d bytes: first candidate %d", pad, got)
+		}
+	}
+}
+
 // TestAnchorStrides: rule sets whose matches are all 4 or 5+ bytes long scan
 // one position in 2 or 3 (unless their classes are too wide); matches at
 // every alignment, at chunk edges and at the end of the body are still found.

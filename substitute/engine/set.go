@@ -79,8 +79,9 @@ type Set struct {
 	triple [65536]uint8 // indexed by tripleHash(b[i], b[i+1], b[i+2])
 	// Every match holds stride+2 bytes, so a scan may test one position in
 	// stride: the triple there is one that a match holds at some offset
-	// below stride (anchors is indexed by anchorHash). A stride of
-	// 1 turns this stage off.
+	// below stride (anchors is indexed by anchorHash; bit stride-1-o is
+	// set if a match holds it at offset o). A stride of 1 turns this
+	// stage off.
 	stride  int
 	anchors [1 << 15]uint8
 }
@@ -364,8 +365,8 @@ func (s *Set) addTriples(t1 *state, first []byte, members [][]byte, budget *int)
 
 // buildAnchors chooses the stride k (2 or 3; 1 turns anchors off) so that
 // every match holds k+2 bytes, and marks in anchors the byte triples that a
-// match can hold at offsets 0..k-1, walking the DFA from the start states
-// one level per offset. If the levels or the triples grow too many it
+// match can hold at offsets 0..k-1 (bit k-1-o for offset o), walking the
+// DFA from the start states one level per offset. If the levels or the triples grow too many it
 // leaves the stride at 1.
 func (s *Set) buildAnchors(members [][]byte, minLen int) {
 	s.stride = 1
@@ -386,7 +387,7 @@ func (s *Set) buildAnchors(members [][]byte, minLen int) {
 	}
 	// A filled table passes every position and would only slow the scan.
 	budget := 1 << 16
-	for range k {
+	for o := range k {
 		var next []*state
 		seen := map[*state]bool{}
 		for _, t := range level {
@@ -414,7 +415,7 @@ func (s *Set) buildAnchors(members [][]byte, minLen int) {
 						for _, b1 := range members[c1] {
 							for _, b2 := range members[c2] {
 								for _, b3 := range members[c3] {
-									anchors[anchorHash(uint32(b1)|uint32(b2)<<8|uint32(b3)<<16)] = 1
+									anchors[anchorHash(uint32(b1)|uint32(b2)<<8|uint32(b3)<<16)] |= 1 << (k - 1 - o)
 								}
 							}
 						}

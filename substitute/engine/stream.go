@@ -612,8 +612,9 @@ func (s *Set) candidate(buf []byte, i int, final bool) int {
 	p, t := &s.pair, &s.triple
 	if k := s.stride; k > 1 {
 		// One eight-byte load holds the triples of two anchors (stride 3:
-		// offsets 0 and 3) or three (stride 2: 0, 2, 4); a hit at anchor a
-		// lets a match start in [a-k+1, a].
+		// offsets 0 and 3) or three (stride 2: 0, 2, 4). Their offset
+		// masks, shifted by k per anchor, make one word whose bit b is a
+		// possible start at a+b-k+1, in increasing order.
 		q := &s.anchors
 		a := i + k - 1
 		if k == 3 { // twelve bytes, four anchors, at a time
@@ -627,11 +628,8 @@ func (s *Set) candidate(buf []byte, i int, final bool) int {
 				}
 				hit := uint64(m0) | uint64(m1)<<3 | uint64(m2)<<6 | uint64(m3)<<9
 				for ; hit != 0; hit &= hit - 1 {
-					off := bits.TrailingZeros64(hit)
-					for j := a + off - 2; j <= a+off; j++ {
-						if s.canStart(buf, j) {
-							return j
-						}
+					if j := a + bits.TrailingZeros64(hit) - 2; s.canStart(buf, j) {
+						return j
 					}
 				}
 			}
@@ -645,11 +643,8 @@ func (s *Set) candidate(buf []byte, i int, final bool) int {
 				hit |= uint64(q[h>>16&anchorMask])<<2 | uint64(q[h>>32&anchorMask])<<4
 			}
 			for ; hit != 0; hit &= hit - 1 {
-				off := bits.TrailingZeros64(hit)
-				for j := a + off - k + 1; j <= a+off; j++ {
-					if s.canStart(buf, j) {
-						return j
-					}
+				if j := a + bits.TrailingZeros64(hit) - k + 1; s.canStart(buf, j) {
+					return j
 				}
 			}
 		}
