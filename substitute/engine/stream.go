@@ -617,15 +617,18 @@ func (s *Set) candidate(buf []byte, i int, final bool) int {
 		// possible start at a+b-k+1, in increasing order.
 		q := &s.anchors
 		a := i + k - 1
-		if k == 3 { // twelve bytes, four anchors, at a time
-			for ; a+14 <= n; a += 12 {
-				h0 := anchorHashes(binary.LittleEndian.Uint64(buf[a:]))
-				h1 := anchorHashes(binary.LittleEndian.Uint64(buf[a+6:]))
+		if k == 3 && a+14 <= n { // twelve bytes, four anchors, at a time
+			// w is buf[a:]: its length proves the loads in bounds.
+			w := buf[a:]
+			for ; len(w) >= 14; w = w[12:] {
+				h0 := anchorHashes(binary.LittleEndian.Uint64(w))
+				h1 := anchorHashes(binary.LittleEndian.Uint64(w[6:]))
 				m0, m1 := q[h0&anchorMask], q[h0>>24&anchorMask]
 				m2, m3 := q[h1&anchorMask], q[h1>>24&anchorMask]
 				if m0|m1|m2|m3 == 0 {
 					continue
 				}
+				a = n - len(w)
 				hit := uint64(m0) | uint64(m1)<<3 | uint64(m2)<<6 | uint64(m3)<<9
 				for ; hit != 0; hit &= hit - 1 {
 					if j := a + bits.TrailingZeros64(hit) - 2; s.canStart(buf, j) {
@@ -633,42 +636,51 @@ func (s *Set) candidate(buf []byte, i int, final bool) int {
 					}
 				}
 			}
+			a = n - len(w)
 		}
-		for ; a+8 <= n; a += 6 {
-			h := anchorHashes(binary.LittleEndian.Uint64(buf[a:]))
-			hit := uint64(q[h&anchorMask])
-			if k == 3 {
-				hit |= uint64(q[h>>24&anchorMask]) << 3
-			} else {
-				hit |= uint64(q[h>>16&anchorMask])<<2 | uint64(q[h>>32&anchorMask])<<4
-			}
-			for ; hit != 0; hit &= hit - 1 {
-				if j := a + bits.TrailingZeros64(hit) - k + 1; s.canStart(buf, j) {
-					return j
+		if a+8 <= n {
+			w := buf[a:]
+			for ; len(w) >= 8; w = w[6:] {
+				h := anchorHashes(binary.LittleEndian.Uint64(w))
+				hit := uint64(q[h&anchorMask])
+				if k == 3 {
+					hit |= uint64(q[h>>24&anchorMask]) << 3
+				} else {
+					hit |= uint64(q[h>>16&anchorMask])<<2 | uint64(q[h>>32&anchorMask])<<4
+				}
+				for a = n - len(w); hit != 0; hit &= hit - 1 {
+					if j := a + bits.TrailingZeros64(hit) - k + 1; s.canStart(buf, j) {
+						return j
+					}
 				}
 			}
+			a = n - len(w)
 		}
 		i = a - k + 1 // the positions before are ruled out
 	}
 	q := &s.pair7
-	for ; i+8 <= n; i += 7 {
-		w := binary.LittleEndian.Uint64(buf[i:])
-		if q[uint16(w)&0x7F7F]|q[uint16(w>>8)&0x7F7F]|q[uint16(w>>16)&0x7F7F]|q[uint16(w>>24)&0x7F7F]|
-			q[uint16(w>>32)&0x7F7F]|q[uint16(w>>40)&0x7F7F]|q[uint16(w>>48)&0x7F7F] == 0 {
-			continue
-		}
-		m := p[uint16(w)] | p[uint16(w>>8)]<<1 | p[uint16(w>>16)]<<2 | p[uint16(w>>24)]<<3 |
-			p[uint16(w>>32)]<<4 | p[uint16(w>>40)]<<5 | p[uint16(w>>48)]<<6
-		for ; m != 0; m &= m - 1 {
-			k := bits.TrailingZeros8(m)
-			if k < 6 {
-				if t[tripleHash(uint32(w>>(8*k)))] != 0 {
+	if i+8 <= n {
+		v := buf[i:]
+		for ; len(v) >= 8; v = v[7:] {
+			w := binary.LittleEndian.Uint64(v)
+			if q[uint16(w)&0x7F7F]|q[uint16(w>>8)&0x7F7F]|q[uint16(w>>16)&0x7F7F]|q[uint16(w>>24)&0x7F7F]|
+				q[uint16(w>>32)&0x7F7F]|q[uint16(w>>40)&0x7F7F]|q[uint16(w>>48)&0x7F7F] == 0 {
+				continue
+			}
+			m := p[uint16(w)] | p[uint16(w>>8)]<<1 | p[uint16(w>>16)]<<2 | p[uint16(w>>24)]<<3 |
+				p[uint16(w>>32)]<<4 | p[uint16(w>>40)]<<5 | p[uint16(w>>48)]<<6
+			for i = n - len(v); m != 0; m &= m - 1 {
+				k := bits.TrailingZeros8(m)
+				if k < 6 {
+					if t[tripleHash(uint32(w>>(8*k)))] != 0 {
+						return i + k
+					}
+				} else if len(v) == 8 || t[tripleHash(uint32(w>>48)|uint32(v[8])<<16)] != 0 {
 					return i + k
 				}
-			} else if i+8 >= n || t[tripleHash(uint32(w>>48)|uint32(buf[i+8])<<16)] != 0 {
-				return i + k
 			}
 		}
+		i = n - len(v)
 	}
 	for ; i+1 < n; i++ {
 		if p[uint16(buf[i])|uint16(buf[i+1])<<8] != 0 &&
@@ -685,7 +697,8 @@ func (s *Set) candidate(buf []byte, i int, final bool) int {
 // canStart reports whether the pair and triple tables let a match start at
 // j; buf[j+3] must exist.
 func (s *Set) canStart(buf []byte, j int) bool {
-	return s.pair[binary.LittleEndian.Uint16(buf[j:])] != 0 && s.triple[tripleHash(binary.LittleEndian.Uint32(buf[j:]))] != 0
+	x := binary.LittleEndian.Uint32(buf[j:])
+	return s.pair[uint16(x)] != 0 && s.triple[tripleHash(x)] != 0
 }
 
 // tripleHash hashes the three low bytes of x (the higher byte is ignored).
