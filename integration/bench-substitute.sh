@@ -9,6 +9,13 @@
 #
 #   integration/bench-substitute.sh [seconds-per-run] [connections] [rounds]
 #   CADDY_BIN=/path/to/caddy integration/bench-substitute.sh   # skip the build
+#   CADDY_BIN_B=/path/to/other/caddy integration/bench-substitute.sh
+#
+# CADDY_BIN_B adds a row: another build (say, main before a change) running
+# the same substitute server in its own process, measured in the same rounds
+# (it and the first build's substitute server swap places every round), and
+# the ratio of the two; single runs on this machine differ by several
+# percent, so an engine change is judged this way.
 #
 # Needs wrk, nginx-light and libnginx-mod-http-subs-filter. Builds
 # ./cmd/caddy into a temporary directory; every server listens on
@@ -38,7 +45,7 @@ done
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 ORIGIN=$(free_port); PLAIN=$(free_port); SUBST=$(free_port); NGINX=$(free_port); ADMIN=$(free_port)
-SCAN=$(free_port); MEMO=$(free_port)
+SCAN=$(free_port); MEMO=$(free_port); SUBST_B=$(free_port)
 
 chmod 755 "$WORK" # nginx workers may run as another user
 if [ -n "${CADDY_BIN:-}" ]; then
@@ -135,8 +142,28 @@ CADDY
 HOME=$WORK "$WORK/caddy" run --config "$WORK/Caddyfile" --adapter caddyfile >"$WORK/caddy.log" 2>&1 &
 CADDY_PID=$!
 PIDS+=($CADDY_PID)
+CADDY_B_PID=
+if [ -n "${CADDY_BIN_B:-}" ]; then
+	cp "$CADDY_BIN_B" "$WORK/caddy-b"
+	cat >"$WORK/Caddyfile-b" <<CADDY
+{
+	admin off
+	persist_config off
+	auto_https off
+	storage file_system $WORK/caddy-b-data
+}
+http://127.0.0.1:$SUBST_B {
+	substitute {
+$caddy_rules	}
+	reverse_proxy 127.0.0.1:$ORIGIN
+}
+CADDY
+	HOME=$WORK "$WORK/caddy-b" run --config "$WORK/Caddyfile-b" --adapter caddyfile >"$WORK/caddy-b.log" 2>&1 &
+	CADDY_B_PID=$!
+	PIDS+=($CADDY_B_PID)
+fi
 
-for port in $ORIGIN $NGINX $PLAIN $MEMO $SCAN $SUBST; do
+for port in $ORIGIN $NGINX $PLAIN $MEMO $SCAN $SUBST ${CADDY_B_PID:+$SUBST_B}; do
 	for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$port/page.html" && break; sleep 0.1; done
 done
 
@@ -157,21 +184,28 @@ done
 # median of the rounds, and each ratio is the median of its per-round ratios.
 # Caddy's CPU per request (user+system, from /proc) shows where its time goes.
 ticks=$(getconf CLK_TCK)
-caddy_cpu() { awk '{print $14+$15}' "/proc/$CADDY_PID/stat"; }
+caddy_cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 measure() { # name port: appends "name req/s caddy-ms/request" to $WORK/runs
-	local c0 c1 out n
-	c0=$(caddy_cpu)
+	local c0 c1 out n pid=$CADDY_PID
+	[ "$1" = substitute_b ] && pid=$CADDY_B_PID
+	c0=$(caddy_cpu "$pid")
 	out=$(wrk -t2 -c"$CONNS" -d"${DURATION}s" "http://127.0.0.1:$2/page.html")
-	c1=$(caddy_cpu)
+	c1=$(caddy_cpu "$pid")
 	n=$(awk '/requests in/ {print $1}' <<<"$out")
 	echo "$1 $(awk '/Requests\/sec/ {print $2}' <<<"$out") $(awk -v a="$c0" -v b="$c1" -v n="$n" -v t="$ticks" 'BEGIN{printf "%.2f", (b-a)*1000/t/n}')" >>"$WORK/runs"
 }
 SERVERS=(plain:$PLAIN memo:$MEMO scan:$SCAN substitute:$SUBST subs_filter:$NGINX)
+[ -n "$CADDY_B_PID" ] && SERVERS=(plain:$PLAIN memo:$MEMO scan:$SCAN substitute:$SUBST substitute_b:$SUBST_B subs_filter:$NGINX)
 for s in "${SERVERS[@]}"; do # warm up
 	wrk -t2 -c"$CONNS" -d2s "http://127.0.0.1:${s#*:}/page.html" >/dev/null
 done
 echo "wrk -t2 -c$CONNS -d${DURATION}s, $ROUNDS rounds of one server at a time..." >&2
 for r in $(seq "$ROUNDS"); do
+	if [ -n "$CADDY_B_PID" ] && [ $((r % 2)) = 0 ]; then # B first
+		SERVERS[3]=substitute_b:$SUBST_B SERVERS[4]=substitute:$SUBST
+	elif [ -n "$CADDY_B_PID" ]; then
+		SERVERS[3]=substitute:$SUBST SERVERS[4]=substitute_b:$SUBST_B
+	fi
 	for s in "${SERVERS[@]}"; do measure "${s%:*}" "${s#*:}"; done
 	echo "round $r: $(awk -v r="$r" -v n="${#SERVERS[@]}" 'NR > (r-1)*n {printf "%s %s  ", $1, $2}' "$WORK/runs")" >&2
 done
@@ -187,7 +221,12 @@ printf '%-34s %12s %10s %14s\n' "caddy reverse_proxy" "$(col plain 2 %.1f)" "1.0
 printf '%-34s %12s %10s %14s\n' "caddy + substitute, memo unscanned" "$(col memo 2 %.1f)" "$(ratio memo plain)" "$(col memo 3 %.2f)"
 printf '%-34s %12s %10s %14s\n' "caddy + substitute, scan only" "$(col scan 2 %.1f)" "$(ratio scan plain)" "$(col scan 3 %.2f)"
 printf '%-34s %12s %10s %14s\n' "caddy reverse_proxy + substitute" "$(col substitute 2 %.1f)" "$(ratio substitute plain)" "$(col substitute 3 %.2f)"
+[ -n "$CADDY_B_PID" ] &&
+	printf '%-34s %12s %10s %14s\n' "CADDY_BIN_B + substitute" "$(col substitute_b 2 %.1f)" "$(ratio substitute_b plain)" "$(col substitute_b 3 %.2f)"
 printf '%-34s %12s %10s %14s\n' "nginx proxy_pass + subs_filter" "$(col subs_filter 2 %.1f)" "$(ratio subs_filter plain)" "-"
 printf '\nmedians of %s rounds of %ss\n' "$ROUNDS" "$DURATION"
 printf 'substitute / plain caddy: %s (target >= 0.60)\n' "$(ratio substitute plain)"
 printf 'substitute / subs_filter:  %s (target >= 5)\n' "$(ratio substitute subs_filter)"
+if [ -n "$CADDY_B_PID" ]; then
+	printf 'substitute / CADDY_BIN_B:  %s (per-round medians; CPU %s / %s ms a request)\n' "$(ratio substitute substitute_b)" "$(col substitute 3 %.2f)" "$(col substitute_b 3 %.2f)"
+fi
