@@ -90,9 +90,10 @@
 // Replacement templates are parsed once: text, $1 ${name} $$ (Go's
 // regexp.Expand syntax) and {placeholder} variables resolved through Vars
 // once per stream. Capture groups are computed only for rules whose
-// replacement uses them, after the match is known, by a pooled Pike VM over
-// the rune program (submatch.go): those of the leftmost-first parse of the
-// matched text.
+// replacement uses them, after the match is known, over the rune program
+// (submatch.go): those of the leftmost-first parse of the matched text, by a
+// pooled backtracker that compares runs of literal bytes at once (a Pike VM
+// for long matches).
 //
 // A Set is immutable and safe for concurrent use. A Stream holds its
 // attempt's bytes (at most MaxMatch plus a 256-byte window), two rings of

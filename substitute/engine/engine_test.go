@@ -609,6 +609,29 @@ func TestAnchorStrides(t *testing.T) {
 	}
 }
 
+// TestLitRuns: the backtracker compares chains of single-byte instructions
+// at once; a chain ends where another edge enters it.
+func TestLitRuns(t *testing.T) {
+	re, err := syntax.Parse(`https?://github\.com/([\w-]+)`, syntax.Perl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := newCapProg(re)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range cp.runs {
+		if r.lit != nil {
+			got = append(got, string(r.lit))
+		}
+	}
+	slices.Sort(got)
+	if want := []string{"://github.com/", "http"}; !slices.Equal(got, want) {
+		t.Errorf("literal runs %q, want %q", got, want)
+	}
+}
+
 // TestBacktrackAgreesWithPike: the backtracker (short matches) and the Pike
 // VM (long ones) give the groups Go's regexp gives, with the bytes around
 // the match as context for assertions.
@@ -616,6 +639,8 @@ func TestBacktrackAgreesWithPike(t *testing.T) {
 	patterns := []string{
 		`(a|ab)(c|bcd)(d*)`, `(a+)(b+)?`, `\b(\w+)\b`, `(?i)(é+)(.)`, `(a+?)(a*)`,
 		`(?:(a)|(b))+`, `^(a)|(b)$`, `(?m)^(\w+)$`, `(x?)\B(y)`, `((a)|b)+`,
+		// Literal runs, whole, looped, alternated and cut by captures.
+		`(abab)+(ab)?`, `a(bcd|bc)+(d*)`, `(?:ab|ac)(dab)(a|b)`, `(ab(c))d`,
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	iters := 60

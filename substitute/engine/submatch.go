@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"regexp/syntax"
 	"sync"
 	"unicode/utf8"
@@ -17,7 +18,18 @@ import (
 type capProg struct {
 	prog *syntax.Prog
 	ncap int
+	runs []litRun  // by pc: the literal run starting there, if any
 	pool sync.Pool // *capMachine
+}
+
+// litRun is a chain of two or more single-byte rune instructions that
+// nothing enters but through its first: the backtracker compares it with
+// the text at once (a URL prefix is most of a typical match) and jumps to
+// out. Its inner (pc, pos) pairs need no visited bits, since they are
+// reached only through the first.
+type litRun struct {
+	lit []byte
+	out uint32
 }
 
 func newCapProg(re *syntax.Regexp) (*capProg, error) {
@@ -25,7 +37,51 @@ func newCapProg(re *syntax.Regexp) (*capProg, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &capProg{prog: prog, ncap: 2 * (re.MaxCap() + 1)}, nil
+	return &capProg{prog: prog, ncap: 2 * (re.MaxCap() + 1), runs: litRuns(prog)}, nil
+}
+
+// litRuns finds the literal runs of prog.
+func litRuns(prog *syntax.Prog) []litRun {
+	in := make([]int, len(prog.Inst)) // how many edges enter each pc
+	in[prog.Start]++
+	for _, i := range prog.Inst {
+		switch i.Op {
+		case syntax.InstMatch, syntax.InstFail:
+			continue
+		case syntax.InstAlt, syntax.InstAltMatch:
+			in[i.Arg]++
+		}
+		in[i.Out]++
+	}
+	// InstRune1 never folds case (the compiler emits InstRune otherwise).
+	byte1 := func(pc uint32) bool {
+		i := &prog.Inst[pc]
+		return i.Op == syntax.InstRune1 && i.Rune[0] < utf8.RuneSelf
+	}
+	// inner: entered only from a single-byte instruction, so a run that
+	// reaches it goes on through it.
+	inner := make([]bool, len(prog.Inst))
+	for pc := range prog.Inst {
+		if byte1(uint32(pc)) && in[prog.Inst[pc].Out] == 1 {
+			inner[prog.Inst[pc].Out] = true
+		}
+	}
+	runs := make([]litRun, len(prog.Inst))
+	for pc := range prog.Inst {
+		if !byte1(uint32(pc)) || inner[pc] {
+			continue
+		}
+		lit := []byte{byte(prog.Inst[pc].Rune[0])}
+		end := prog.Inst[pc].Out
+		for byte1(end) && inner[end] {
+			lit = append(lit, byte(prog.Inst[end].Rune[0]))
+			end = prog.Inst[end].Out
+		}
+		if len(lit) >= 2 {
+			runs[pc] = litRun{lit: lit, out: end}
+		}
+	}
+	return runs
 }
 
 type capQueue struct {
@@ -266,6 +322,13 @@ func (m *capMachine) backtrack(dst []int, text []byte, prev, next int) bool {
 			case syntax.InstNop:
 				pc = in.Out
 			case syntax.InstRune, syntax.InstRune1, syntax.InstRuneAny, syntax.InstRuneAnyNotNL:
+				if run := &m.p.runs[pc]; run.lit != nil {
+					if !bytes.HasPrefix(text[pos:], run.lit) {
+						goto next
+					}
+					pc, pos = run.out, pos+len(run.lit)
+					break
+				}
 				if pos == len(text) {
 					goto next
 				}
