@@ -48,38 +48,40 @@
 // first stage skips ahead: every match then holds, at some offset below the
 // stride k (2 or 3), a triple that the DFA allows there, so testing one
 // position in k against a 32 KiB hashed table of those triples finds every
-// match. The table keeps, per triple, the offsets it occurs at, so a hit
-// at position a sends only the starts a-offset on to the pair and triple
-// tests (about 17,000 per MB of the HTML sample instead of 37,000). Rules with
+// match. The table keeps, per triple, the offsets it occurs at, so a hit at
+// position a sends only the starts a-offset on to the pair and triple tests
+// (about 17,000 per MB of the HTML sample instead of 37,000). Rules with
 // wide classes (such as [^"]) allow too many triples; they keep k = 1. With
 // the 10 rules of BenchmarkWrkRules the scan starts about 2,200 attempts per
-// MB of the HTML sample. From each candidate the DFA runs anchored, for
-// every active rule at once, until it dies, until MaxMatch+1 bytes have been
-// read, or until the input runs out, in which case the attempt is kept (its
-// state and at most MaxMatch bytes) and resumed by the next Write. The
-// attempt's best match wins: the leftmost, since candidates are tried in
-// order, then the longest and the first declared (Longest), or the first
-// declared and leftmost-first (First).
-// The bytes before it are written out unchanged in one Write, the
-// replacement follows, and scanning resumes after the match. A failed
-// attempt resumes the scan one byte after its start, so the next attempts
-// may read again the bytes it read: a pattern like <a [^>]*> over
-// "<a <a <a ..." would read MaxMatch bytes per candidate. To bound that,
-// the stream keeps the path of the attempt run furthest so far (its DFA
-// state at each of the next 128 positions and, as far as it was run, every
-// stride positions, where stride is 64 or MaxMatch/64 rounded up to a power
-// of two if larger; where it stopped, its state there and its last match),
-// and a running attempt compares its state with the path at every byte. Two
-// attempts in the same state at the same position go on identically, so
-// once they agree the attempt takes the path's match events and jumps to
-// where the path stopped, and runs on from there to its own MaxMatch limit
-// (see pathMemo in stream.go). Each position is then run over a bounded
-// number of times whatever MaxMatch, as long as attempts join the path
-// within 128 bytes: on "<a <a <a ..." after 3 bytes, so a hostile body runs
-// at tens of MB/s (BenchmarkWorstCase). Attempts whose states stay apart
-// longer, as with a bounded repetition like a{1,100}b over "aaaa...", each
-// pay until their states meet (about 100 bytes there), plus up to a stride
-// if that is past the first 128.
+// MB of the HTML sample. A candidate whose first three bytes are those of a
+// literal rule that, from there, alone can match (no other rule's thread
+// left, no shorter match) is decided by comparing the literal with the text
+// (about half the candidates there). From each other candidate the DFA runs
+// anchored, for every active rule at once, until it dies, until MaxMatch+1
+// bytes have been read, or until the input runs out, in which case the
+// attempt is kept (its state and at most MaxMatch bytes) and resumed by the
+// next Write. The attempt's best match wins: the leftmost, since candidates
+// are tried in order, then the longest and the first declared (Longest), or
+// the first declared and leftmost-first (First). The bytes before it are
+// written out unchanged in one Write, the replacement follows, and scanning
+// resumes after the match. A failed attempt resumes the scan one byte after
+// its start, so the next attempts may read again the bytes it read: a
+// pattern like <a [^>]*> over "<a <a <a ..." would read MaxMatch bytes per
+// candidate. To bound that, the stream keeps the path of the attempt run
+// furthest so far (its DFA state at each of the next 128 positions and, as
+// far as it was run, every stride positions, where stride is 64 or
+// MaxMatch/64 rounded up to a power of two if larger; where it stopped, its
+// state there and its last match), and a running attempt compares its state
+// with the path at every byte. Two attempts in the same state at the same
+// position go on identically, so once they agree the attempt takes the
+// path's match events and jumps to where the path stopped, and runs on from
+// there to its own MaxMatch limit (see pathMemo in stream.go). Each position
+// is then run over a bounded number of times whatever MaxMatch, as long as
+// attempts join the path within 128 bytes: on "<a <a <a ..." after 3 bytes,
+// so a hostile body runs at tens of MB/s (BenchmarkWorstCase). Attempts
+// whose states stay apart longer, as with a bounded repetition like
+// a{1,100}b over "aaaa...", each pay until their states meet (about 100
+// bytes there), plus up to a stride if that is past the first 128.
 //
 // A rule still able to grow after MaxMatch bytes is dropped at that
 // position (Stream.Dropped counts it) and the attempt is run again without

@@ -575,6 +575,54 @@ func TestAnchorOffsets(t *testing.T) {
 	}
 }
 
+// TestLiteralShortcut: a literal whose first three bytes leave no other
+// rule alive is compared with the text in one go instead of run through the
+// DFA; the output is the reference's whatever the chunks, max_match, once
+// rules and priority.
+func TestLiteralShortcut(t *testing.T) {
+	once := lit("rustc", "R")
+	once.Once = true
+	sets := []struct {
+		rules []Rule
+		owned []string // the literals the shortcut applies to
+	}{
+		// Shared beginnings: another literal, a regex.
+		{[]Rule{lit("rustc", "R"), lit("rust-lang", "L"), rx(`ca[a-z]+`, "X"), lit("cargo", "C")}, nil},
+		// A shorter match at the same start (\bab), a longer one (rus\b).
+		{[]Rule{lit("rustc", "R"), lit("abcd", "A"), rx(`\bab`, "X")}, []string{"rustc"}},
+		{[]Rule{lit("rustc", "R"), rx(`rus\b`, "X"), lit("xyz", "Z")}, []string{"xyz"}},
+		{[]Rule{once, lit("cargo", "C"), lit("rust-lang", "L")}, []string{"cargo"}},
+		{[]Rule{once, lit("cargo", "C")}, []string{"rustc", "cargo"}},
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	iters := 200
+	if testing.Short() || raceEnabled {
+		iters = 40
+	}
+	pieces := []string{"rust", "rustc", "rus", "c", " ", "ab", "abcd", "xyz", "carg", "cargo", "-lang", "\n"}
+	for _, set := range sets {
+		s := mustCompile(t, set.rules, Options{})
+		var owned []string
+		for _, r := range s.litOwner {
+			if r >= 0 {
+				owned = append(owned, s.rules[r].Pattern)
+			}
+		}
+		slices.Sort(owned)
+		slices.Sort(set.owned)
+		if !slices.Equal(owned, set.owned) {
+			t.Errorf("rules %+v: shortcut for %q, want %q", set.rules, owned, set.owned)
+		}
+		for it := range iters {
+			var input []byte
+			for range rng.IntN(40) {
+				input = append(input, pieces[rng.IntN(len(pieces))]...)
+			}
+			checkOne(t, set.rules, Priority(rng.IntN(2)), input, rng, it)
+		}
+	}
+}
+
 // TestAnchorStrides: rule sets whose matches are all 4 or 5+ bytes long scan
 // one position in 2 or 3 (unless their classes are too wide); matches at
 // every alignment, at chunk edges and at the end of the body are still found.

@@ -84,6 +84,48 @@ type Set struct {
 	// stage off.
 	stride  int
 	anchors [1 << 15]uint8
+	// litOwner, by litSlot of a triple: the literal rule that alone can
+	// match where the triple starts (see Stream.literal), or -1.
+	litOwner [1024]int32
+}
+
+// buildLiteralOwners fills litOwner with the literal rules (3 bytes or
+// longer, no longer than MaxMatch) whose first three bytes leave, from
+// every start state, only that rule's threads and no match.
+func (s *Set) buildLiteralOwners() {
+	for i := range s.litOwner {
+		s.litOwner[i] = -1
+	}
+	for r, rule := range s.rules {
+		if !rule.Literal || len(rule.Pattern) < 3 || len(rule.Pattern) > s.maxMatch {
+			continue
+		}
+		owned := true
+		for _, t := range s.full {
+			for _, b := range []byte(rule.Pattern[:3]) {
+				if t = s.dfa.next(t, int(s.classes[b])); t.match >= 0 {
+					owned = false
+				}
+			}
+			for _, pc := range t.pcs {
+				owned = owned && s.prog.insts[pc].rule == int32(r)
+			}
+		}
+		if !owned {
+			continue
+		}
+		slot := &s.litOwner[litSlot(rule.Pattern[:3])]
+		if *slot == -1 {
+			*slot = int32(r)
+		} else {
+			*slot = -2 // two triples in one slot: neither is looked up
+		}
+	}
+}
+
+// litSlot is the litOwner slot of a triple.
+func litSlot[T string | []byte](b T) int {
+	return int(tripleHash(uint32(b[0])|uint32(b[1])<<8|uint32(b[2])<<16)) & (len(Set{}.litOwner) - 1)
 }
 
 // Compile compiles rules into a Set. It refuses, naming the rule (1-based),
@@ -192,6 +234,7 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 	members := s.classMembers()
 	s.buildPrefilter(members)
 	s.buildAnchors(members, minLen)
+	s.buildLiteralOwners()
 	s.ringSize = 128
 	s.sparseStride = 64
 	for s.maxMatch/s.sparseStride > 64 {
