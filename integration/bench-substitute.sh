@@ -106,13 +106,15 @@ nginx_conf subs "$NGINX" "		location / {
 			proxy_set_header Connection \"\"; proxy_set_header Accept-Encoding \"\";
 $nginx_rules		}"
 
-cat >"$WORK/Caddyfile" <<CADDY
-{
-	admin 127.0.0.1:$ADMIN
-	persist_config off
-	auto_https off
-	storage file_system $WORK/caddy-data
+caddy_global() { # admin-address storage-dir
+	printf '{\n\tadmin %s\n\tpersist_config off\n\tauto_https off\n\tstorage file_system %s\n}\n' "$1" "$2"
 }
+subst_server() { # port: the 10 rules in front of the origin
+	printf 'http://127.0.0.1:%s {\n\tsubstitute {\n%s\t}\n\treverse_proxy 127.0.0.1:%s\n}\n' "$1" "$caddy_rules" "$ORIGIN"
+}
+{
+	caddy_global "127.0.0.1:$ADMIN" "$WORK/caddy-data"
+	cat <<CADDY
 http://127.0.0.1:$PLAIN {
 	reverse_proxy 127.0.0.1:$ORIGIN
 }
@@ -133,31 +135,16 @@ http://127.0.0.1:$SCAN {
 	}
 	reverse_proxy 127.0.0.1:$ORIGIN
 }
-http://127.0.0.1:$SUBST {
-	substitute {
-$caddy_rules	}
-	reverse_proxy 127.0.0.1:$ORIGIN
-}
 CADDY
+	subst_server "$SUBST"
+} >"$WORK/Caddyfile"
 HOME=$WORK "$WORK/caddy" run --config "$WORK/Caddyfile" --adapter caddyfile >"$WORK/caddy.log" 2>&1 &
 CADDY_PID=$!
 PIDS+=($CADDY_PID)
 CADDY_B_PID=
 if [ -n "${CADDY_BIN_B:-}" ]; then
 	cp "$CADDY_BIN_B" "$WORK/caddy-b"
-	cat >"$WORK/Caddyfile-b" <<CADDY
-{
-	admin off
-	persist_config off
-	auto_https off
-	storage file_system $WORK/caddy-b-data
-}
-http://127.0.0.1:$SUBST_B {
-	substitute {
-$caddy_rules	}
-	reverse_proxy 127.0.0.1:$ORIGIN
-}
-CADDY
+	{ caddy_global off "$WORK/caddy-b-data"; subst_server "$SUBST_B"; } >"$WORK/Caddyfile-b"
 	HOME=$WORK "$WORK/caddy-b" run --config "$WORK/Caddyfile-b" --adapter caddyfile >"$WORK/caddy-b.log" 2>&1 &
 	CADDY_B_PID=$!
 	PIDS+=($CADDY_B_PID)
