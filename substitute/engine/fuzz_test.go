@@ -20,6 +20,10 @@ func FuzzSubstitute(f *testing.F) {
 	// Matches of 5+ and 4+ bytes: the prefilter's anchor stage (stride 3, 2).
 	f.Add(`rust[a-c]`, "https", true, false, []byte("rust rustc https rustb http"), uint8(5), uint8(0))
 	f.Add(`\bwa+rn\b`, "abba", true, true, []byte("warn waarn abbabba wa rn"), uint8(3), uint8(0))
+	// A literal that alone can match from its first three bytes is
+	// compared at once (litOwner); here with and without a rival.
+	f.Add(`ca[rt]+`, "rustc", true, false, []byte("rustc rust rustcc cart rus"), uint8(4), uint8(0))
+	f.Add(`rus\b`, "rustc", true, true, []byte("rustc rus rustc\nrus"), uint8(2), uint8(6))
 	f.Fuzz(func(t *testing.T, p1, p2 string, lit2, first bool, body []byte, split, maxMatch uint8) {
 		if len(p1) > 64 || len(p2) > 64 || len(body) > 512 {
 			return
