@@ -409,8 +409,8 @@ func (s *Set) addTriples(t1 *state, first []byte, members [][]byte, budget *int)
 // buildAnchors chooses the stride k (2 or 3; 1 turns anchors off) so that
 // every match holds k+2 bytes, and marks in anchors the byte triples that a
 // match can hold at offsets 0..k-1 (bit k-1-o for offset o), walking the
-// DFA from the start states one level per offset. If the levels or the triples grow too many it
-// leaves the stride at 1.
+// DFA from the start states one level per offset. If the levels or the
+// triples grow too many it leaves the stride at 1.
 func (s *Set) buildAnchors(members [][]byte, minLen int) {
 	s.stride = 1
 	k := min(minLen-2, 3)
