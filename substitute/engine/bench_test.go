@@ -237,7 +237,7 @@ func BenchmarkPrefilter(b *testing.B) {
 				cpu0 := cpuTime()
 				for range b.N {
 					for i := 0; ; i++ {
-						if i = s.candidate(data, i, true); i >= len(data) {
+						if i = s.candidate(data, i); i >= len(data) {
 							break
 						}
 					}

@@ -569,7 +569,7 @@ func TestAnchorOffsets(t *testing.T) {
 	}
 	for pad := range 40 {
 		body := []byte(strings.Repeat("u", pad) + "rustc" + strings.Repeat("t", 40))
-		if got := s.candidate(body, 0, true); got != pad {
+		if got := s.candidate(body, 0); got != pad {
 			t.Errorf("rustc after %d bytes: first candidate %d", pad, got)
 		}
 	}
@@ -588,7 +588,8 @@ func TestLiteralShortcut(t *testing.T) {
 	}{
 		// Shared beginnings: another literal, a regex.
 		{[]Rule{lit("rustc", "R"), lit("rust-lang", "L"), rx(`ca[a-z]+`, "X"), lit("cargo", "C")}, nil},
-		// A shorter match at the same start (\bab), a longer one (rus\b).
+		// Another rule matching at the same start: a shorter match (\bab),
+		// one of the same three bytes waiting on a word boundary (rus\b).
 		{[]Rule{lit("rustc", "R"), lit("abcd", "A"), rx(`\bab`, "X")}, []string{"rustc"}},
 		{[]Rule{lit("rustc", "R"), rx(`rus\b`, "X"), lit("xyz", "Z")}, []string{"xyz"}},
 		{[]Rule{once, lit("cargo", "C"), lit("rust-lang", "L")}, []string{"cargo"}},

@@ -84,9 +84,10 @@ type Set struct {
 	// stage off.
 	stride  int
 	anchors [1 << 15]uint8
-	// litOwner, by litSlot of a triple: the literal rule that alone can
-	// match where the triple starts (see Stream.literal), or -1.
-	litOwner [1024]int32
+	// litOwner, by litSlot of a triple: a literal rule that alone can
+	// match where its first three bytes start (see Stream.literal), or -1.
+	// Of two such triples in one slot, the first rule's keeps it.
+	litOwner [litSlots]int32
 }
 
 // buildLiteralOwners fills litOwner with the literal rules (3 bytes or
@@ -114,18 +115,18 @@ func (s *Set) buildLiteralOwners() {
 		if !owned {
 			continue
 		}
-		slot := &s.litOwner[litSlot(rule.Pattern[:3])]
-		if *slot == -1 {
+		if slot := &s.litOwner[litSlot(rule.Pattern[:3])]; *slot < 0 {
 			*slot = int32(r)
-		} else {
-			*slot = -2 // two triples in one slot: neither is looked up
 		}
 	}
 }
 
+// litSlots is the size of Set.litOwner (a power of two).
+const litSlots = 1024
+
 // litSlot is the litOwner slot of a triple.
 func litSlot[T string | []byte](b T) int {
-	return int(tripleHash(uint32(b[0])|uint32(b[1])<<8|uint32(b[2])<<16)) & (len(Set{}.litOwner) - 1)
+	return int(tripleHash(uint32(b[0])|uint32(b[1])<<8|uint32(b[2])<<16)) & (litSlots - 1)
 }
 
 // Compile compiles rules into a Set. It refuses, naming the rule (1-based),

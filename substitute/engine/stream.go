@@ -227,29 +227,20 @@ func (st *Stream) process(buf []byte, start int, final bool) int {
 			if st.none {
 				break
 			}
-			j = s.candidate(buf, i, final)
+			j = s.candidate(buf, i)
 			if j >= len(buf) {
 				break
 			}
 			st.attempts++
-			if n, r, ok := st.literal(buf, j); ok {
-				if n < 0 {
-					i = j + 1
-					continue
-				}
-				e := j + n
-				st.write(buf[emit:j])
-				st.replace(buf, start, j, e, int(r))
-				emit, i = e, e
-				continue
+			if !st.literal(buf, j) {
+				st.running = true
+				st.runPrev = prevClass(st.prevByte(buf, start, j))
+				st.runState = st.startState(st.runPrev)
+				st.runLen, st.bestLen = 0, -1
+				st.beginAttempt(buf, start, j)
 			}
-			st.running = true
-			st.runPrev = prevClass(st.prevByte(buf, start, j))
-			st.runState = st.startState(st.runPrev)
-			st.runLen, st.bestLen = 0, -1
-			st.beginAttempt(buf, start, j)
 		}
-		if !st.advance(buf, start, j, final) {
+		if st.running && !st.advance(buf, start, j, final) {
 			st.write(buf[emit:j])
 			return j
 		}
@@ -271,27 +262,29 @@ func (st *Stream) process(buf []byte, start int, final bool) int {
 // first three bytes are those of a literal rule that, from there, alone can
 // match (litOwner): the literal is compared with the text in one go. (On
 // the wrk benchmark's page about half the attempts are of this kind:
-// "rustc" against "rust" and "rustup".) n is the match length, or -1 if
-// none; ok is false when this does not apply, or the text is not all in
-// buf, and the attempt is run as usual. The memo path is left alone: it
-// records a DFA run of its own, which an attempt not run cannot change.
-func (st *Stream) literal(buf []byte, j int) (n int, rule int32, ok bool) {
+// "rustc" against "rust" and "rustup".) It reports whether it decided, with
+// the result in st.bestLen (-1: no match) and st.bestRule; if not (another
+// triple in the slot, or the text not all in buf), the attempt is run as
+// usual. The memo path is left alone: it records a DFA run of its own,
+// which an attempt not run cannot change.
+func (st *Stream) literal(buf []byte, j int) bool {
 	s := st.set
 	if j+3 > len(buf) {
-		return 0, 0, false
+		return false
 	}
 	r := s.litOwner[litSlot(buf[j:j+3])]
 	if r < 0 || !st.active.Has(int(r)) {
-		return 0, 0, false
+		return false
 	}
 	lit := s.rules[r].Pattern
 	if string(buf[j:j+3]) != lit[:3] || j+len(lit) > len(buf) {
-		return 0, 0, false // another triple in the slot, or not all here
+		return false
 	}
-	if string(buf[j:j+len(lit)]) != lit {
-		return -1, 0, true
+	st.bestLen, st.bestRule = -1, r
+	if string(buf[j+3:j+len(lit)]) == lit[3:] {
+		st.bestLen = len(lit)
 	}
-	return len(lit), r, true
+	return true
 }
 
 func (st *Stream) prevByte(buf []byte, start, j int) int {
@@ -645,7 +638,7 @@ func (st *Stream) lookup(p part) []byte {
 // eight bytes at a time, looking up the seven byte pairs they hold in the
 // pair table. Positions that hit are confirmed with the triple table before
 // the DFA is started.
-func (s *Set) candidate(buf []byte, i int, final bool) int {
+func (s *Set) candidate(buf []byte, i int) int {
 	n := len(buf)
 	p, t := &s.pair, &s.triple
 	if k := s.stride; k > 1 {
