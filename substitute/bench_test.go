@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"os"
 	"testing"
-
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 // benchRules are the 10 rules (6 literal, 4 regex) of
@@ -41,7 +39,7 @@ func BenchmarkHandler(b *testing.B) {
 	}{{"memo=off", MemoOff}, {"memo=on", 0}} {
 		b.Run(memo.name, func(b *testing.B) {
 			h := provision(b, &Handler{Rules: benchRules, Memo: memo.memo})
-			benchServe(b, h, len(page), page, "Content-Type", "text/html; charset=utf-8", "Etag", `"v1"`)
+			benchServe(b, h, len(page), page, map[string]string{"Content-Type": "text/html; charset=utf-8", "Etag": `"v1"`})
 		})
 	}
 }
@@ -56,7 +54,7 @@ func BenchmarkHandlerDecoding(b *testing.B) {
 	for _, enc := range []string{"gzip", "deflate", "br", "zstd"} {
 		b.Run(enc, func(b *testing.B) {
 			h := provision(b, &Handler{Rules: benchRules, Memo: MemoOff})
-			benchServe(b, h, len(page), compress(b, enc, page), "Content-Type", "text/html; charset=utf-8", "Content-Encoding", enc)
+			benchServe(b, h, len(page), compress(b, enc, page), map[string]string{"Content-Type": "text/html; charset=utf-8", "Content-Encoding": enc})
 		})
 	}
 }
@@ -69,24 +67,11 @@ func benchPage(b *testing.B) []byte {
 	return page
 }
 
-// benchServe answers body with the header (name, value pairs) through h,
-// in the 32 KiB writes reverse_proxy makes, once per iteration; size is
-// the decoded size, for MB/s.
-func benchServe(b *testing.B, h *Handler, size int, body []byte, header ...string) {
-	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-		for i := 0; i+1 < len(header); i += 2 {
-			w.Header().Set(header[i], header[i+1])
-		}
-		w.WriteHeader(200)
-		for p := body; len(p) > 0; {
-			n := min(32<<10, len(p))
-			if _, err := w.Write(p[:n]); err != nil {
-				return err
-			}
-			p = p[n:]
-		}
-		return nil
-	})
+// benchServe answers body with the header hdr through h, in the 32 KiB
+// writes reverse_proxy makes, once per iteration; size is the decoded
+// size, for MB/s.
+func benchServe(b *testing.B, h *Handler, size int, body []byte, hdr map[string]string) {
+	next := asCaddy(origin(200, hdr, body, 32<<10))
 	r := request("GET", "/page.html")
 	w := &discardWriter{hdr: http.Header{}}
 	b.SetBytes(int64(size))

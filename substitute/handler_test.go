@@ -46,11 +46,7 @@ func request(method, target string) *http.Request {
 func serve(t testing.TB, h *Handler, r *http.Request, next http.HandlerFunc) *httptest.ResponseRecorder {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	err := h.ServeHTTP(rec, r, caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-		next(w, r)
-		return nil
-	}))
-	if err != nil {
+	if err := h.ServeHTTP(rec, r, asCaddy(next)); err != nil {
 		var he caddyhttp.HandlerError
 		if errors.As(err, &he) {
 			rec.Code = he.StatusCode
@@ -61,18 +57,26 @@ func serve(t testing.TB, h *Handler, r *http.Request, next http.HandlerFunc) *ht
 	return rec
 }
 
+// asCaddy makes next the handler after substitute.
+func asCaddy(next http.HandlerFunc) caddyhttp.Handler {
+	return caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		next(w, r)
+		return nil
+	})
+}
+
 // origin answers body with the given headers, writing it in chunks of at
-// most chunk bytes.
+// most chunk bytes, as often as it is called.
 func origin(status int, hdr map[string]string, body []byte, chunk int) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		for k, v := range hdr {
 			w.Header().Set(k, v)
 		}
 		w.WriteHeader(status)
-		for len(body) > 0 {
-			n := min(chunk, len(body))
-			_, _ = w.Write(body[:n])
-			body = body[n:]
+		for p := body; len(p) > 0; {
+			n := min(chunk, len(p))
+			_, _ = w.Write(p[:n])
+			p = p[n:]
 		}
 	}
 }
@@ -268,11 +272,7 @@ func TestClientGoneIsNotADecodeFailure(t *testing.T) {
 	for _, enc := range []string{"gzip", "deflate", "br", "zstd"} {
 		before := testutil.ToFloat64(metrics.decodeFailures)
 		next := origin(200, map[string]string{"Content-Type": "text/plain", "Content-Encoding": enc}, compress(t, enc, plain), 32<<10)
-		err := h.ServeHTTP(&goneClient{hdr: http.Header{}}, request("GET", "/"), caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-			next(w, r)
-			return nil
-		}))
-		if err != nil {
+		if err := h.ServeHTTP(&goneClient{hdr: http.Header{}}, request("GET", "/"), asCaddy(next)); err != nil {
 			t.Fatalf("%s: %v", enc, err)
 		}
 		if testutil.ToFloat64(metrics.decodeFailures) != before {
