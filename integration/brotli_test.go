@@ -168,7 +168,7 @@ https://localhost:{$HTTPS_PORT} {
 
 func brotliFetch(t *testing.T, client *http.Client, url, acceptEncoding string) (*http.Response, []byte) {
 	t.Helper()
-	resp, body := getSubst(t, client, url, map[string]string{"Accept-Encoding": acceptEncoding})
+	resp, body := Get(t, client, url, "Accept-Encoding", acceptEncoding)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: status %d", url, resp.StatusCode)
 	}

@@ -170,15 +170,15 @@ http://127.0.0.1:{$HTTP_PORT} {
 	// through handle_errors.
 	req, _ := http.NewRequest(http.MethodGet, c.URL("/direct"), nil)
 	req.Header.Set("X-Forwarded-For", "203.0.113.7")
-	status, body := clientIPDo(t, client, req)
-	if status != 451 || body != "refused 451: peer=127.0.0.1 via_edge=false" {
-		t.Errorf("untrusted request: %d %q, want 451 from handle_errors", status, body)
+	resp, body := Do(t, client, req)
+	if resp.StatusCode != 451 || body != "refused 451: peer=127.0.0.1 via_edge=false" {
+		t.Errorf("untrusted request: %d %q, want 451 from handle_errors", resp.StatusCode, body)
 	}
 
 	// Loopback is the edge here; without a chain it is not through it.
 	req, _ = http.NewRequest(http.MethodGet, c.URL("/edge/no-chain"), nil)
-	if status, body := clientIPDo(t, client, req); status != 403 || body != "refused 403: peer=127.0.0.1 via_edge=false" {
-		t.Errorf("edge without a chain: %d %q, want the default 403", status, body)
+	if resp, body := Do(t, client, req); resp.StatusCode != 403 || body != "refused 403: peer=127.0.0.1 via_edge=false" {
+		t.Errorf("edge without a chain: %d %q, want the default 403", resp.StatusCode, body)
 	}
 	req, _ = http.NewRequest(http.MethodGet, c.URL("/edge/ok"), nil)
 	req.Header.Set("X-Forwarded-For", "203.0.113.7")
@@ -271,18 +271,6 @@ http://127.0.0.1:{$HTTP_PORT} {
 func clientIPOverH1AndH3(t *testing.T, c *Caddy, prefix string, fn func(t *testing.T, client *http.Client, url, proto string)) {
 	t.Run("h1", func(t *testing.T) { fn(t, c.Client(), c.URL(prefix+"-h1"), "HTTP/1.1") })
 	t.Run("h3", func(t *testing.T) { fn(t, c.H3Client(), c.HTTPSURL(prefix+"-h3"), "HTTP/3.0") })
-}
-
-// clientIPDo sends req and returns the status and the body.
-func clientIPDo(t *testing.T, client *http.Client, req *http.Request) (status int, body string) {
-	t.Helper()
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("%s: %v", req.URL, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
 
 // clientIPAccessEntry is the part of an access log line these tests read.

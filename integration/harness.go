@@ -408,21 +408,45 @@ func EchoOrigin(t testing.TB) string {
 	}))
 }
 
-// GetEcho sends req and decodes an EchoOrigin answer, failing the test on any
-// status but 200. It also returns the protocol the client spoke.
-func GetEcho(t testing.TB, client *http.Client, req *http.Request) (Echo, string) {
+// Do sends req and returns the response with its body read and closed,
+// failing the test if the request or the body fails.
+func Do(t testing.TB, client *http.Client, req *http.Request) (*http.Response, string) {
 	t.Helper()
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading body: %v", req.Method, req.URL, err)
+	}
+	return resp, string(body)
+}
+
+// Get is Do for a GET of url, with headers in name, value pairs.
+func Get(t testing.TB, client *http.Client, url string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	return Do(t, client, req)
+}
+
+// GetEcho sends req and decodes an EchoOrigin answer, failing the test on any
+// status but 200. It also returns the protocol the client spoke.
+func GetEcho(t testing.TB, client *http.Client, req *http.Request) (Echo, string) {
+	t.Helper()
+	resp, body := Do(t, client, req)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("%s %s: status %d: %s", req.Method, req.URL, resp.StatusCode, body)
 	}
 	var e Echo
-	if err := json.Unmarshal(body, &e); err != nil {
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
 		t.Fatalf("decoding echo %q: %v", body, err)
 	}
 	return e, resp.Proto

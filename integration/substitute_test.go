@@ -219,16 +219,7 @@ func fetchSubst(t *testing.T, client *http.Client, method, url string, hdr map[s
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: reading body: %v", method, url, err)
-	}
-	return resp, string(body)
+	return Do(t, client, req)
 }
 
 func TestSubstitute(t *testing.T) {

@@ -13,23 +13,6 @@ import (
 	"time"
 )
 
-// throttleGet sends one request and returns the response with its body read.
-// Headers come in name, value pairs.
-func throttleGet(t testing.TB, client *http.Client, url string, header ...string) (*http.Response, string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return resp, string(body)
-}
-
 // TestThrottleEnforce: a real origin behind reverse_proxy sees only what the
 // limit lets through; rejections go through handle_errors with Retry-After
 // and the RateLimit headers, over HTTP/1.1, HTTP/2 and HTTP/3.
@@ -73,7 +56,7 @@ func TestThrottleEnforce(t *testing.T) {
 			// rejected.
 			if tc.name == "h1" {
 				for i := range 3 {
-					resp, body := throttleGet(t, tc.client, tc.url, "X-Caller", "test")
+					resp, body := Get(t, tc.client, tc.url, "X-Caller", "test")
 					if resp.StatusCode != 200 || body != "from origin" {
 						t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
 					}
@@ -85,7 +68,7 @@ func TestThrottleEnforce(t *testing.T) {
 					}
 				}
 			}
-			resp, body := throttleGet(t, tc.client, tc.url, "X-Caller", "test")
+			resp, body := Get(t, tc.client, tc.url, "X-Caller", "test")
 			if resp.StatusCode != 429 || body != "slow down: 429" {
 				t.Fatalf("over the limit: %d %q, want 429 from handle_errors", resp.StatusCode, body)
 			}
@@ -119,7 +102,7 @@ func TestThrottleObserve(t *testing.T) {
 	reverse_proxy `+origin+`
 }`)
 	for i := range 5 {
-		if resp, _ := throttleGet(t, c.Client(), c.URL("/")); resp.StatusCode != 200 {
+		if resp, _ := Get(t, c.Client(), c.URL("/")); resp.StatusCode != 200 {
 			t.Fatalf("observe rejected request %d: %d", i, resp.StatusCode)
 		}
 	}
@@ -146,9 +129,9 @@ func TestThrottleReload(t *testing.T) {
 	}
 	c := StartCaddy(t, config("2/1h"))
 	for range 2 {
-		throttleGet(t, c.Client(), c.URL("/"))
+		Get(t, c.Client(), c.URL("/"))
 	}
-	if resp, _ := throttleGet(t, c.Client(), c.URL("/")); resp.StatusCode != 429 {
+	if resp, _ := Get(t, c.Client(), c.URL("/")); resp.StatusCode != 429 {
 		t.Fatalf("third request: %d, want 429", resp.StatusCode)
 	}
 	// 2/1h -> 60/1h: a fresh budget would allow a request now; the kept
@@ -156,7 +139,7 @@ func TestThrottleReload(t *testing.T) {
 	if status, body := c.Load(config("60/1h")); status != 200 {
 		t.Fatalf("reload: %d %s", status, body)
 	}
-	resp, _ := throttleGet(t, c.Client(), c.URL("/"))
+	resp, _ := Get(t, c.Client(), c.URL("/"))
 	if resp.StatusCode != 429 {
 		t.Fatalf("after reload: %d: the caller's state was lost", resp.StatusCode)
 	}
@@ -167,7 +150,7 @@ func TestThrottleReload(t *testing.T) {
 	if status == 200 || !strings.Contains(body, "request count must be") {
 		t.Fatalf("bad config: %d %q, want a refusal", status, body)
 	}
-	resp, _ = throttleGet(t, c.Client(), c.URL("/"))
+	resp, _ = Get(t, c.Client(), c.URL("/"))
 	if resp.StatusCode != 429 || resp.Header.Get("RateLimit-Policy") != `"reload";q=60;w=3600` {
 		t.Fatalf("after a refused reload: %d %q, want the running config still limiting", resp.StatusCode, resp.Header.Get("RateLimit-Policy"))
 	}
@@ -336,7 +319,7 @@ func TestThrottleRedisOutage(t *testing.T) {
 	client := c.Client()
 	status := func(path string) (int, *http.Response, time.Duration) {
 		start := time.Now()
-		resp, _ := throttleGet(t, client, c.URL(path))
+		resp, _ := Get(t, client, c.URL(path))
 		return resp.StatusCode, resp, time.Since(start)
 	}
 	for _, p := range []string{"/allow", "/deny"} {
