@@ -45,7 +45,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=integration/bench-lib.sh
+. integration/bench-lib.sh # from the repository root (cd above)
 
 # --- corpus -----------------------------------------------------------------
 corpus=$work/corpus
@@ -193,14 +194,6 @@ done
 # alternate Caddy and nginx so that outside load falls on both alike.
 wrk_args=(-t1 -c"$connections" --timeout 60s -H 'Accept-Encoding: br')
 clk_tck=$(getconf CLK_TCK)
-cpu_ticks() { # pids...: user+system ticks of these processes and their children
-	local total=0 pid
-	for pid in "$@" $(ps -o pid= --ppid "$(tr ' ' ',' <<<"$*")" 2>/dev/null); do
-		[[ -r /proc/$pid/stat ]] || continue
-		total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
-	done
-	echo "$total"
-}
 measure() { # port pid: prints "requests seconds cpu-seconds"
 	local before after out
 	before=$(cpu_ticks "$2")

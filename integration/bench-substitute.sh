@@ -43,7 +43,8 @@ done
 [ -f "$PAGE" ] || { echo "missing $PAGE" >&2; exit 1; }
 [ -f "$SUBS_MODULE" ] || { echo "missing $SUBS_MODULE (libnginx-mod-http-subs-filter)" >&2; exit 1; }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=integration/bench-lib.sh
+. "$ROOT/integration/bench-lib.sh"
 ORIGIN=$(free_port); PLAIN=$(free_port); SUBST=$(free_port); NGINX=$(free_port); ADMIN=$(free_port)
 SCAN=$(free_port); MEMO=$(free_port); SUBST_B=$(free_port)
 
@@ -171,46 +172,52 @@ done
 # median of the rounds, and each ratio is the median of its per-round ratios.
 # Caddy's CPU per request (user+system, from /proc) shows where its time goes.
 ticks=$(getconf CLK_TCK)
-caddy_cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
-measure() { # name port: appends "name req/s caddy-ms/request" to $WORK/runs
-	local c0 c1 out n pid=$CADDY_PID
-	[ "$1" = substitute_b ] && pid=$CADDY_B_PID
-	c0=$(caddy_cpu "$pid")
+# Servers as name:port:pid, pid being the Caddy process to time (none for
+# nginx). The two substitute builds swap places every round.
+SUBSTS=("substitute:$SUBST:$CADDY_PID")
+[ -n "$CADDY_B_PID" ] && SUBSTS+=("substitute_b:$SUBST_B:$CADDY_B_PID")
+servers() { # round
+	local s=("${SUBSTS[@]}")
+	if [ "${#s[@]}" = 2 ] && [ $(($1 % 2)) = 0 ]; then s=("${s[1]}" "${s[0]}"); fi
+	echo "plain:$PLAIN:$CADDY_PID memo:$MEMO:$CADDY_PID scan:$SCAN:$CADDY_PID ${s[*]} subs_filter:$NGINX:"
+}
+measure() { # name port pid: appends "name req/s caddy-ms/request" to $WORK/runs
+	local c0=0 c1=0 out n
+	[ -n "$3" ] && c0=$(cpu_ticks "$3")
 	out=$(wrk -t2 -c"$CONNS" -d"${DURATION}s" "http://127.0.0.1:$2/page.html")
-	c1=$(caddy_cpu "$pid")
+	[ -n "$3" ] && c1=$(cpu_ticks "$3")
 	n=$(awk '/requests in/ {print $1}' <<<"$out")
+	[ "${n:-0}" -gt 0 ] || { echo "no request completed on $1" >&2; exit 1; }
 	echo "$1 $(awk '/Requests\/sec/ {print $2}' <<<"$out") $(awk -v a="$c0" -v b="$c1" -v n="$n" -v t="$ticks" 'BEGIN{printf "%.2f", (b-a)*1000/t/n}')" >>"$WORK/runs"
 }
-SERVERS=(plain:$PLAIN memo:$MEMO scan:$SCAN substitute:$SUBST subs_filter:$NGINX)
-[ -n "$CADDY_B_PID" ] && SERVERS=(plain:$PLAIN memo:$MEMO scan:$SCAN substitute:$SUBST substitute_b:$SUBST_B subs_filter:$NGINX)
-for s in "${SERVERS[@]}"; do # warm up
-	wrk -t2 -c"$CONNS" -d2s "http://127.0.0.1:${s#*:}/page.html" >/dev/null
+for s in $(servers 1); do # warm up
+	IFS=: read -r _ port _ <<<"$s"
+	wrk -t2 -c"$CONNS" -d2s "http://127.0.0.1:$port/page.html" >/dev/null
 done
 echo "wrk -t2 -c$CONNS -d${DURATION}s, $ROUNDS rounds of one server at a time..." >&2
 for r in $(seq "$ROUNDS"); do
-	if [ -n "$CADDY_B_PID" ] && [ $((r % 2)) = 0 ]; then # B first
-		SERVERS[3]=substitute_b:$SUBST_B SERVERS[4]=substitute:$SUBST
-	elif [ -n "$CADDY_B_PID" ]; then
-		SERVERS[3]=substitute:$SUBST SERVERS[4]=substitute_b:$SUBST_B
-	fi
-	for s in "${SERVERS[@]}"; do measure "${s%:*}" "${s#*:}"; done
-	echo "round $r: $(awk -v r="$r" -v n="${#SERVERS[@]}" 'NR > (r-1)*n {printf "%s %s  ", $1, $2}' "$WORK/runs")" >&2
+	for s in $(servers "$r"); do
+		IFS=: read -r name port pid <<<"$s"
+		measure "$name" "$port" "$pid"
+	done
+	echo "round $r: $(awk -v r="$r" -v n="$(wc -w <<<"$(servers 1)")" 'NR > (r-1)*n {printf "%s %s  ", $1, $2}' "$WORK/runs")" >&2
 done
 
-median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 col() { awk -v n="$1" -v c="$2" '$1 == n {print $c}' "$WORK/runs" | median | awk -v f="$3" '{printf f, $1}'; }
 ratio() { # a b: median over rounds of a's req/s over b's
 	paste <(awk -v n="$1" '$1 == n {print $2}' "$WORK/runs") <(awk -v n="$2" '$1 == n {print $2}' "$WORK/runs") |
 		awk '{printf "%.4f\n", $1/$2}' | median | awk '{printf "%.2f", $1}'
 }
+row() { # label name [cpu]: a line of the table
+	printf '%-34s %12s %10s %14s\n' "$1" "$(col "$2" 2 %.1f)" "$(ratio "$2" plain)" "${3:-$(col "$2" 3 %.2f)}"
+}
 printf '\n%-34s %12s %10s %14s\n' "server (same origin, page, rules)" "requests/s" "ratio" "caddy cpu ms/r"
-printf '%-34s %12s %10s %14s\n' "caddy reverse_proxy" "$(col plain 2 %.1f)" "1.00" "$(col plain 3 %.2f)"
-printf '%-34s %12s %10s %14s\n' "caddy + substitute, memo unscanned" "$(col memo 2 %.1f)" "$(ratio memo plain)" "$(col memo 3 %.2f)"
-printf '%-34s %12s %10s %14s\n' "caddy + substitute, scan only" "$(col scan 2 %.1f)" "$(ratio scan plain)" "$(col scan 3 %.2f)"
-printf '%-34s %12s %10s %14s\n' "caddy reverse_proxy + substitute" "$(col substitute 2 %.1f)" "$(ratio substitute plain)" "$(col substitute 3 %.2f)"
-[ -n "$CADDY_B_PID" ] &&
-	printf '%-34s %12s %10s %14s\n' "CADDY_BIN_B + substitute" "$(col substitute_b 2 %.1f)" "$(ratio substitute_b plain)" "$(col substitute_b 3 %.2f)"
-printf '%-34s %12s %10s %14s\n' "nginx proxy_pass + subs_filter" "$(col subs_filter 2 %.1f)" "$(ratio subs_filter plain)" "-"
+row "caddy reverse_proxy" plain
+row "caddy + substitute, memo unscanned" memo
+row "caddy + substitute, scan only" scan
+row "caddy reverse_proxy + substitute" substitute
+[ -n "$CADDY_B_PID" ] && row "CADDY_BIN_B + substitute" substitute_b
+row "nginx proxy_pass + subs_filter" subs_filter -
 printf '\nmedians of %s rounds of %ss\n' "$ROUNDS" "$DURATION"
 printf 'substitute / plain caddy: %s (target >= 0.60)\n' "$(ratio substitute plain)"
 printf 'substitute / subs_filter:  %s (target >= 5)\n' "$(ratio substitute subs_filter)"

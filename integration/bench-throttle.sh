@@ -32,9 +32,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+# shellcheck source=integration/bench-lib.sh
+. integration/bench-lib.sh # from the repository root (cd above)
 wait_port() {
 	for _ in $(seq 1 300); do
 		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
@@ -141,16 +140,15 @@ for round in $(seq 1 "$ROUNDS"); do
 	done
 done
 
-median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 # ratios A B: per-round A/B, space separated.
 ratios() {
 	paste <(tr ' ' '\n' <<<"${results[$1]}" | grep -v '^$') <(tr ' ' '\n' <<<"${results[$2]}" | grep -v '^$') |
 		awk '{printf "%s ", $1/$2}'
 }
-mem_vs_plain=$(median "$(ratios 1 0)")
-redis_vs_mem=$(median "$(ratios 2 1)")
-redis_vs_plain=$(median "$(ratios 2 0)")
-lr_vs_nginx=$(median "$(ratios 4 3)")
+mem_vs_plain=$(median <<<"$(ratios 1 0)")
+redis_vs_mem=$(median <<<"$(ratios 2 1)")
+redis_vs_plain=$(median <<<"$(ratios 2 0)")
+lr_vs_nginx=$(median <<<"$(ratios 4 3)")
 printf '\n%d rounds x %ss, wrk -t%s -c%s, %s cores, load average %s\n' "$ROUNDS" "$DURATION" "$THREADS" "$CONNS" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-24s %12s  %s\n' configuration "req/s (med)" "median of per-round ratios"
 for i in "${!names[@]}"; do
@@ -161,5 +159,5 @@ for i in "${!names[@]}"; do
 	3) rel="baseline (peer)" ;;
 	4) rel=$(awk -v r="$lr_vs_nginx" 'BEGIN {printf "%.3f x nginx return (overhead %.1f%%)", r, (1-r)*100}') ;;
 	esac
-	printf '%-24s %12.0f  %s\n' "${names[$i]}" "$(median "${results[$i]}")" "$rel"
+	printf '%-24s %12.0f  %s\n' "${names[$i]}" "$(median <<<"${results[$i]}")" "$rel"
 done
