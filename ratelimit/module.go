@@ -130,7 +130,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	// registry, and each load gets a new one.
 	h.owner = ctx.GetMetricsRegistry()
 	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
-		return fmt.Errorf("throttle: metrics: %v", err)
+		return fmt.Errorf("throttle: metrics: %w", err)
 	}
 
 	maxKeys := 0
