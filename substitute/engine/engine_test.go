@@ -259,7 +259,7 @@ func randRules(rng *rand.Rand) []Rule {
 func randInput(rng *rand.Rand) []byte {
 	alpha := []string{"a", "b", "a", "b", " ", "\n", "é", "ä", "Ä", "x", "ab"}
 	var b []byte
-	for range rng.IntN(40) {
+	for range rng.IntN(80) { // up to ~100 bytes: a few of Teddy's blocks
 		b = append(b, alpha[rng.IntN(len(alpha))]...)
 	}
 	return b
@@ -310,34 +310,52 @@ func checkOne(t *testing.T, rules []Rule, prio Priority, input []byte, rng *rand
 		s.ringSize = 2 << rng.IntN(3)
 		s.sparseStride = 1 << rng.IntN(4)
 		s.sparseSlots = s.maxMatch/s.sparseStride + 2
-		whole, st, err := run(s, randVars, input, nil)
+		checkScans(t, s, want, input, rng, fmt.Sprintf("#%d rules %+v prio %d max %d", it, rules, prio, maxMatch))
+	}
+}
+
+// checkScans runs checkStream with the vector prefilter, if the Set has
+// one, and with the scalar scan.
+func checkScans(t *testing.T, s *Set, want, input []byte, rng *rand.Rand, what string) {
+	t.Helper()
+	if s.teddy != nil && useTeddy {
+		checkStream(t, s, want, input, rng, what+" teddy")
+		s.teddy = nil
+	}
+	checkStream(t, s, want, input, rng, what)
+}
+
+// checkStream checks s's output on input against want (unless a rule was
+// dropped), with and without the memo and in chunks of various sizes.
+func checkStream(t *testing.T, s *Set, want, input []byte, rng *rand.Rand, what string) {
+	t.Helper()
+	whole, st, err := run(s, randVars, input, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Dropped() == 0 && !bytes.Equal(whole, want) {
+		t.Fatalf("%s input %q:\n got %q\nwant %q", what, input, whole, want)
+	}
+	// Drops are outside the reference: the memo must not change them.
+	s.noMemo = true
+	plain, pst, err := run(s, randVars, input, nil)
+	s.noMemo = false
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(plain, whole) || pst.Dropped() != st.Dropped() {
+		t.Fatalf("%s input %q: with memo %q (%d dropped), without %q (%d dropped)", what, input, whole, st.Dropped(), plain, pst.Dropped())
+	}
+	for _, chunks := range [][]int{{1}, {1 + rng.IntN(4), 1 + rng.IntN(7)}, {rng.IntN(len(input) + 1)}} {
+		if chunks[0] == 0 {
+			chunks[0] = 1
+		}
+		got, _, err := run(s, randVars, input, chunks)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Dropped() == 0 && !bytes.Equal(whole, want) {
-			t.Fatalf("#%d rules %+v prio %d max %d input %q:\n got %q\nwant %q", it, rules, prio, maxMatch, input, whole, want)
-		}
-		// Drops are outside the reference: the memo must not change them.
-		s.noMemo = true
-		plain, pst, err := run(s, randVars, input, nil)
-		s.noMemo = false
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(plain, whole) || pst.Dropped() != st.Dropped() {
-			t.Fatalf("#%d rules %+v prio %d max %d input %q: with memo %q (%d dropped), without %q (%d dropped)", it, rules, prio, maxMatch, input, whole, st.Dropped(), plain, pst.Dropped())
-		}
-		for _, chunks := range [][]int{{1}, {1 + rng.IntN(4), 1 + rng.IntN(7)}, {rng.IntN(len(input) + 1)}} {
-			if chunks[0] == 0 {
-				chunks[0] = 1
-			}
-			got, _, err := run(s, randVars, input, chunks)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, whole) {
-				t.Fatalf("#%d rules %+v prio %d max %d input %q chunks %v:\n got %q\nwant %q", it, rules, prio, maxMatch, input, chunks, got, whole)
-			}
+		if !bytes.Equal(got, whole) {
+			t.Fatalf("%s input %q chunks %v:\n got %q\nwant %q", what, input, chunks, got, whole)
 		}
 	}
 }

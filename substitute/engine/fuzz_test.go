@@ -8,7 +8,8 @@ import (
 
 // FuzzSubstitute checks, for two fuzzed rules and a fuzzed body, that the
 // output does not depend on how the body is split into writes nor on the
-// memo path (see pathMemo), and that it equals the reference whenever the
+// memo path (see pathMemo) nor on the prefilter (Teddy or the scalar
+// scan), and that it equals the reference whenever the
 // body is valid UTF-8 and nothing was dropped.
 func FuzzSubstitute(f *testing.F) {
 	f.Add("abcd|ab", "b", false, false, []byte("abcd ab"), uint8(2), uint8(0))
@@ -58,6 +59,16 @@ func FuzzSubstitute(f *testing.F) {
 		}
 		if !bytes.Equal(whole, plain) || st.Dropped() != pst.Dropped() {
 			t.Fatalf("output %q (%d dropped) differs from plain attempts %q (%d dropped)", whole, st.Dropped(), plain, pst.Dropped())
+		}
+		if s.teddy != nil {
+			s.teddy = nil // the scalar scan
+			scalar, sst, err := run(s, nil, body, []int{1 + int(split)%16, 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(whole, scalar) || st.Dropped() != sst.Dropped() {
+				t.Fatalf("output %q (%d dropped) differs from the scalar scan's %q (%d dropped)", whole, st.Dropped(), scalar, sst.Dropped())
+			}
 		}
 		if st.Dropped() == 0 && utf8.Valid(body) && (!lit2 || utf8.ValidString(p2)) {
 			if want := reference(rules, prio, nil, body); !bytes.Equal(whole, want) {

@@ -88,6 +88,9 @@ type Set struct {
 	// match where its first three bytes start (see Stream.literal), or -1.
 	// Of two such triples in one slot, the first rule's keeps it.
 	litOwner [litSlots]int32
+	// teddy, if not nil, is the vector prefilter (teddy.go), used in
+	// place of the two stages above where the CPU has it.
+	teddy *teddyMasks
 }
 
 // buildLiteralOwners fills litOwner with the literal rules (3 bytes or
@@ -233,7 +236,9 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 		s.full[p] = s.dfa.start(s.all, p, true)
 	}
 	members := s.classMembers()
-	s.buildPrefilter(members)
+	if s.buildPrefilter(members) {
+		s.buildTeddy(members)
+	}
 	s.buildAnchors(members, minLen)
 	s.buildLiteralOwners()
 	s.ringSize = 128
@@ -322,8 +327,9 @@ func (s *Set) checkEmpty() error {
 // some start state alive, and b2 then either keeps it alive or completes a
 // one-byte match (pair, and its fold pair7); and likewise the byte triples
 // (hashed, so the table may let through triples that cannot match, never
-// the reverse).
-func (s *Set) buildPrefilter(members [][]byte) {
+// the reverse). It reports whether the triple table holds just those
+// triples (false: it was filled, and passes every triple).
+func (s *Set) buildPrefilter(members [][]byte) bool {
 	d := s.dfa
 	nc := len(d.classRep)
 	rows := map[*state]*[256]bool{} // classes allowed after t1
@@ -371,6 +377,7 @@ func (s *Set) buildPrefilter(members [][]byte) {
 	for x, v := range s.pair {
 		s.pair7[x&0x7F7F] |= v
 	}
+	return budget >= 0
 }
 
 // addTriples marks the triples b1 b2 b3 (b1 in first, which leads to t1)

@@ -641,7 +641,20 @@ func (st *Stream) lookup(p part) []byte {
 func (s *Set) candidate(buf []byte, i int) int {
 	n := len(buf)
 	p, t := &s.pair, &s.triple
-	if k := s.stride; k > 1 {
+	if s.teddy != nil && useTeddy {
+		for {
+			r, m := teddyScan(s.teddy, buf[i:])
+			if i += r; m == 0 {
+				break // the last 34 bytes or fewer: the scan below
+			}
+			for ; m != 0; m &= m - 1 {
+				if j := i + bits.TrailingZeros32(m); s.canStart(buf, j) {
+					return j
+				}
+			}
+			i += 32
+		}
+	} else if k := s.stride; k > 1 {
 		// One eight-byte load holds the triples of two anchors (stride 3:
 		// offsets 0 and 3) or three (stride 2: 0, 2, 4). Their offset
 		// masks, shifted by k per anchor, make one word whose bit b is a
