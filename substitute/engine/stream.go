@@ -642,13 +642,17 @@ func (s *Set) candidate(buf []byte, i int) int {
 	n := len(buf)
 	p, t := &s.pair, &s.triple
 	if s.teddy != nil && useTeddy {
+		// Teddy tests a position's first triple; with anchors (o > 0),
+		// the one at offset o must fit a match too (bit 0).
+		o := s.stride - 1
 		for {
 			r, m := teddyScan(s.teddy, buf[i:])
 			if i += r; m == 0 {
-				break // the last 34 bytes or fewer: the scan below
+				break // the last 36 bytes or fewer: the scan below
 			}
 			for ; m != 0; m &= m - 1 {
-				if j := i + bits.TrailingZeros32(m); s.canStart(buf, j) {
+				j := i + bits.TrailingZeros32(m)
+				if s.canStart(buf, j) && (o == 0 || s.anchors[anchorHash(binary.LittleEndian.Uint32(buf[j+o:]))]&1 != 0) {
 					return j
 				}
 			}

@@ -157,10 +157,10 @@ func (m *teddyMasks) buckets(b0, b1, b2 byte) byte {
 // teddyScanGo is teddyScan in Go: the first 32-position block, from
 // buf[0], whose positions hold a bucket's triple, and the positions (bit
 // p for buf[i+p]); or where it stopped, and 0. A block is scanned only if
-// buf holds 35 bytes from its start, so that a passed position j has
-// buf[j+3] (canStart reads it).
+// buf holds 37 bytes from its start, so that a passed position j has the
+// six bytes from j that candidate reads.
 func teddyScanGo(m *teddyMasks, buf []byte) (i int, mask uint32) {
-	for ; i+35 <= len(buf); i += 32 {
+	for ; i+37 <= len(buf); i += 32 {
 		for p := range 32 {
 			if m.buckets(buf[i+p], buf[i+p+1], buf[i+p+2]) != 0 {
 				mask |= 1 << p

@@ -4,7 +4,7 @@
 
 // func teddyAVX2(m *teddyMasks, buf []byte) (i int, mask uint32)
 //
-// For each block of 32 positions from buf[0], while buf holds 35 bytes
+// For each block of 32 positions from buf[0], while buf holds 37 bytes
 // from the block's start: load the bytes at offsets 0, 1 and 2 of every
 // position (three unaligned loads), split each into nibbles, look each
 // nibble up in its table (VPSHUFB) and AND the six results; a non-zero
@@ -27,7 +27,7 @@ TEXT ·teddyAVX2(SB), NOSPLIT, $0-44
 	XORQ DI, DI
 
 loop:
-	LEAQ 35(DI), R8
+	LEAQ 37(DI), R8
 	CMPQ R8, CX
 	JHI done
 

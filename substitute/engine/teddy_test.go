@@ -34,7 +34,7 @@ func bitIndex(m uint32) int {
 
 // TestTeddyScan: the vector scan passes the same positions as the Go loop,
 // from every start, over random tables and bodies, and stops where it
-// does (35 bytes from the end of a block).
+// does (37 bytes from the end of a block).
 func TestTeddyScan(t *testing.T) {
 	if !useTeddy {
 		t.Skip("no vector Teddy on this CPU or build (purego)")
