@@ -25,6 +25,10 @@ func FuzzSubstitute(f *testing.F) {
 	// compared at once (litOwner); here with and without a rival.
 	f.Add(`ca[rt]+`, "rustc", true, false, []byte("rustc rust rustcc cart rus"), uint8(4), uint8(0))
 	f.Add(`rus\b`, "rustc", true, true, []byte("rustc rus rustc\nrus"), uint8(2), uint8(6))
+	// Bodies of 37 bytes and more: Teddy's 32-position blocks (with the
+	// anchor check at offset 2, and at offset 0 for a 3-byte rule).
+	f.Add(`warn(ing)?\b`, "rustc", true, false, []byte("a warning, rustc warned: rust warn rustcrustc warning rustc.warning"), uint8(40), uint8(0))
+	f.Add(`v\d+\.\d`, "abc", true, true, []byte("v1.2 abc v10.3 ab abcabc v.1 v2.x xyzzy 0123456789 abc v9.9"), uint8(33), uint8(0))
 	f.Fuzz(func(t *testing.T, p1, p2 string, lit2, first bool, body []byte, split, maxMatch uint8) {
 		if len(p1) > 64 || len(p2) > 64 || len(body) > 512 {
 			return
