@@ -306,6 +306,50 @@ func TestReadFromPath(t *testing.T) {
 	}
 }
 
+// sizeRecorder records the size of every write that reaches the client.
+type sizeRecorder struct {
+	*httptest.ResponseRecorder
+	sizes []int
+}
+
+func (r *sizeRecorder) Write(p []byte) (int, error) {
+	r.sizes = append(r.sizes, len(p))
+	return r.ResponseRecorder.Write(p)
+}
+
+// TestOutputGrowsForLargeBodies: a body's first 256 KiB reach
+// the client in writes of at most 64 KiB, the rest in writes of up to
+// 256 KiB; the bytes are the same, and the next response (the pooled
+// writer) starts small again.
+func TestOutputGrowsForLargeBodies(t *testing.T) {
+	h := basicHandler(t)
+	line := "<p>origin.example id-7 some text to carry the matches along.</p>\n"
+	for _, size := range []int{3 << 20, 200 << 10} {
+		body := []byte(strings.Repeat(line, size/len(line)))
+		rec := &sizeRecorder{ResponseRecorder: httptest.NewRecorder()}
+		if err := h.ServeHTTP(rec, request("GET", "/"), asCaddy(origin(200, map[string]string{"Content-Type": "text/html"}, body, 32<<10))); err != nil {
+			t.Fatal(err)
+		}
+		want := strings.ReplaceAll(strings.ReplaceAll(string(body), "origin.example", "edge.example"), "id-7", "n7")
+		if rec.Body.String() != want {
+			t.Fatalf("%d-byte body: output differs from the substituted body", size)
+		}
+		sent, big := 0, 0
+		for _, n := range rec.sizes {
+			if sent < 256<<10 && n > 64<<10 || n > 256<<10 {
+				t.Fatalf("%d-byte body: a write of %d bytes after %d sent (sizes %v)", size, n, sent, rec.sizes)
+			}
+			if n > 64<<10 {
+				big++
+			}
+			sent += n
+		}
+		if wantBig := size == 3<<20; (big > 0) != wantBig {
+			t.Errorf("%d-byte body: %d writes larger than 64 KiB (sizes %v)", size, big, rec.sizes)
+		}
+	}
+}
+
 // flushRecorder records what reached the client at each Flush.
 type flushRecorder struct {
 	*httptest.ResponseRecorder

@@ -1,7 +1,6 @@
 package substitute
 
 import (
-	"bufio"
 	"io"
 	"net/http"
 	"strings"
@@ -37,7 +36,7 @@ type responseWriter struct {
 	vars engine.Vars // bound to lookupVar once, so no closure per request
 
 	stream *engine.Stream
-	out    *bufio.Writer // coalesces the engine's small writes
+	out    output // coalesces the engine's small writes
 	dec    *decoder
 	body   io.Writer // where body bytes go when substituting or copying
 
@@ -71,9 +70,7 @@ func (h *Handler) putWriter(rw *responseWriter) {
 	if rw.stream != nil {
 		rw.stream.Reset(nil, nil)
 	}
-	if rw.out != nil {
-		rw.out.Reset(nil) // drops what an aborted response left
-	}
+	rw.out.reset(nil) // drops what an aborted response left
 	rw.resetResponse()
 	h.writers.Put(rw)
 }
@@ -140,25 +137,18 @@ func (rw *responseWriter) WriteHeader(status int) {
 	}
 
 	rw.mode = substituting
-	// The output goes through a buffer: the engine writes many small
-	// pieces, and encode (outside) decides whether to compress from the
-	// size of the first write, now that Content-Length is gone.
-	if rw.out == nil {
-		rw.out = bufio.NewWriterSize(rw.ResponseWriter, outBufferSize)
-	} else {
-		rw.out.Reset(rw.ResponseWriter)
-	}
+	rw.out.reset(rw.ResponseWriter)
 	if rw.stream == nil {
-		rw.stream = rw.h.set.NewStream(rw.out, rw.vars)
+		rw.stream = rw.h.set.NewStream(&rw.out, rw.vars)
 	} else {
-		rw.stream.Reset(rw.out, rw.vars)
+		rw.stream.Reset(&rw.out, rw.vars)
 	}
 	rw.body = rw.stream
 	if strong && rw.h.memo != nil {
 		rw.useMemo(etag)
 	}
 	if rw.mode == copying {
-		rw.body = rw.out
+		rw.body = &rw.out
 	}
 	if enc != identity {
 		rw.dec = newDecoder(enc, rw.body)
@@ -203,12 +193,6 @@ func (rw *responseWriter) Write(p []byte) (int, error) {
 	}
 	return n, err
 }
-
-// outBufferSize is the size of the buffer between the engine and the
-// client: more than encode's minimum length, and large enough that a
-// chunked response costs few system calls (16 KiB measured ~20% slower on
-// the 1 MB page of integration/bench-substitute.sh).
-const outBufferSize = 64 << 10
 
 // writerOnly hides ReadFrom, so that io.Copy uses Write.
 type writerOnly struct{ io.Writer }
