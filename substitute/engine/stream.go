@@ -634,12 +634,11 @@ func (st *Stream) lookup(p part) []byte {
 // candidate returns the first index >= i where a match may start, or
 // len(buf). Where the Set has Teddy and the CPU runs it, Teddy scans all
 // but the last 36 bytes (teddy.go). Otherwise, when every match is long
-// enough (Set.stride > 1), it first
-// tests one position in stride against the anchor triples, which skips most
-// of a body in few lookups; the rest of the body, or all of it, is read
-// eight bytes at a time, looking up the seven byte pairs they hold in the
-// pair table. Positions that hit are confirmed with the triple table before
-// the DFA is started.
+// enough (Set.stride > 1), it first tests one position in stride against
+// the anchor triples, which skips most of a body in few lookups. The rest
+// of the body, or all of it, is read eight bytes at a time, looking up the
+// seven byte pairs they hold in the pair table. Positions that hit are
+// confirmed with the triple table before the DFA is started.
 func (s *Set) candidate(buf []byte, i int) int {
 	n := len(buf)
 	p, t := &s.pair, &s.triple
