@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp/syntax"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -236,8 +237,8 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 		s.full[p] = s.dfa.start(s.all, p, true)
 	}
 	members := s.classMembers()
-	if s.buildPrefilter(members) {
-		s.buildTeddy(members)
+	if groups := s.buildPrefilter(members); groups != nil {
+		s.buildTeddy(groups)
 	}
 	s.buildAnchors(members, minLen)
 	s.buildLiteralOwners()
@@ -327,9 +328,10 @@ func (s *Set) checkEmpty() error {
 // some start state alive, and b2 then either keeps it alive or completes a
 // one-byte match (pair, and its fold pair7); and likewise the byte triples
 // (hashed, so the table may let through triples that cannot match, never
-// the reverse). It reports whether the triple table holds just those
-// triples (false: it was filled, and passes every triple).
-func (s *Set) buildPrefilter(members [][]byte) bool {
+// the reverse). It returns those triples in groups for Teddy (see
+// addTriples), or nil if the triple table was filled and passes every
+// triple.
+func (s *Set) buildPrefilter(members [][]byte) []teddyBucket {
 	d := s.dfa
 	nc := len(d.classRep)
 	rows := map[*state]*[256]bool{} // classes allowed after t1
@@ -342,6 +344,7 @@ func (s *Set) buildPrefilter(members [][]byte) bool {
 		// counts as dropped would depend on where the writes end.
 		budget = -1
 	}
+	var groups []teddyBucket
 	for _, st := range s.full {
 		for c1 := range nc {
 			t1 := d.next(st, c1)
@@ -359,7 +362,7 @@ func (s *Set) buildPrefilter(members [][]byte) bool {
 					row[c2] = d.next(t1, c2).alive()
 				}
 			}
-			s.addTriples(t1, members[c1], members, &budget)
+			s.addTriples(t1, members[c1], members, &budget, &groups)
 			for _, b1 := range members[c1] {
 				for b2 := range 256 {
 					if row[s.classes[b2]] {
@@ -369,21 +372,24 @@ func (s *Set) buildPrefilter(members [][]byte) bool {
 			}
 		}
 	}
+	for x, v := range s.pair {
+		s.pair7[x&0x7F7F] |= v
+	}
 	if budget < 0 {
 		for i := range s.triple {
 			s.triple[i] = 1
 		}
+		return nil
 	}
-	for x, v := range s.pair {
-		s.pair7[x&0x7F7F] |= v
-	}
-	return budget >= 0
+	return groups
 }
 
 // addTriples marks the triples b1 b2 b3 (b1 in first, which leads to t1)
-// that can begin a match. It charges its table writes to budget, and stops
+// that can begin a match, and adds them to groups as a Teddy bucket per
+// class of b2 (up to teddyMaxGroups+1 distinct groups; Teddy is not used
+// past teddyMaxGroups). It charges its table writes to budget, and stops
 // once the budget is spent (the caller then fills the table).
-func (s *Set) addTriples(t1 *state, first []byte, members [][]byte, budget *int) {
+func (s *Set) addTriples(t1 *state, first []byte, members [][]byte, budget *int, groups *[]teddyBucket) {
 	if *budget < 0 {
 		return
 	}
@@ -409,6 +415,19 @@ func (s *Set) addTriples(t1 *state, first []byte, members [][]byte, budget *int)
 						s.triple[tripleHash(uint32(b1)|uint32(b2)<<8|uint32(b3)<<16)] = 1
 					}
 				}
+			}
+		}
+		if len(*groups) <= teddyMaxGroups {
+			var g teddyBucket
+			g.add(0, first)
+			g.add(1, members[c2])
+			for c3 := range nc {
+				if ok[c3] {
+					g.add(2, members[c3])
+				}
+			}
+			if !slices.Contains(*groups, g) {
+				*groups = append(*groups, g)
 			}
 		}
 	}

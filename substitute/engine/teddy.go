@@ -57,49 +57,16 @@ func (b teddyBucket) pass() float64 {
 // table test and, often, a branch miss).
 const teddyMaxPass = 0.01
 
-// teddyMaxTriples bounds the triple groups merged into buckets (the merge
+// teddyMaxGroups bounds the triple groups merged into buckets (the merge
 // is quadratic in them); larger rule sets keep the scalar scan.
-const teddyMaxTriples = 64
+const teddyMaxGroups = 64
 
-// buildTeddy collects the triples that can begin a match, as the triple
-// table's (addTriples) but grouped by their first two bytes' classes,
-// merges the groups into eight buckets, cheapest merge first, and keeps
-// the masks if the buckets pass few enough positions.
-func (s *Set) buildTeddy(members [][]byte) {
-	d := s.dfa
-	nc := len(d.classRep)
-	var groups []teddyBucket
-	seen := map[teddyBucket]bool{}
-	for _, st := range s.full {
-		for c1 := range nc {
-			t1 := d.next(st, c1)
-			if len(t1.pcs) == 0 {
-				continue
-			}
-			for c2 := range nc {
-				t2 := d.next(t1, c2)
-				if !t2.alive() {
-					continue
-				}
-				var g teddyBucket
-				addNibbles(&g, 0, members[c1])
-				addNibbles(&g, 1, members[c2])
-				for c3 := range nc {
-					// After a two-byte match, any third byte.
-					if t2.match >= 0 || d.next(t2, c3).alive() {
-						addNibbles(&g, 2, members[c3])
-					}
-				}
-				if !seen[g] {
-					seen[g] = true
-					if groups = append(groups, g); len(groups) > teddyMaxTriples {
-						return
-					}
-				}
-			}
-		}
-	}
-	if len(groups) == 0 {
+// buildTeddy merges the groups of triples that can begin a match (from
+// addTriples) into eight buckets, cheapest merge first, and keeps the
+// masks if there were at most teddyMaxGroups groups and the buckets pass
+// few enough positions.
+func (s *Set) buildTeddy(groups []teddyBucket) {
+	if len(groups) == 0 || len(groups) > teddyMaxGroups {
 		return
 	}
 	for len(groups) > 8 {
@@ -141,10 +108,11 @@ func (s *Set) buildTeddy(members [][]byte) {
 	s.teddy = m
 }
 
-func addNibbles(g *teddyBucket, o int, bs []byte) {
-	for _, b := range bs {
-		g.lo[o] |= 1 << (b & 15)
-		g.hi[o] |= 1 << (b >> 4)
+// add puts the bytes bs in b as byte o of its triples.
+func (b *teddyBucket) add(o int, bs []byte) {
+	for _, c := range bs {
+		b.lo[o] |= 1 << (c & 15)
+		b.hi[o] |= 1 << (c >> 4)
 	}
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math/bits"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -17,19 +18,10 @@ func teddyPositions(scan func(*teddyMasks, []byte) (int, uint32), m *teddyMasks,
 			return pos, i
 		}
 		for ; mask != 0; mask &= mask - 1 {
-			pos = append(pos, i+bitIndex(mask))
+			pos = append(pos, i+bits.TrailingZeros32(mask))
 		}
 		i += 32
 	}
-}
-
-func bitIndex(m uint32) int {
-	n := 0
-	for m&1 == 0 {
-		m >>= 1
-		n++
-	}
-	return n
 }
 
 // TestTeddyScan: the vector scan passes the same positions as the Go loop,
@@ -94,8 +86,6 @@ func TestTeddyKeepsEveryStart(t *testing.T) {
 		if s.teddy == nil {
 			t.Fatalf("%s: no Teddy", name)
 		}
-		var starts [4]*state
-		copy(starts[:], s.full[:])
 		n := 0
 		for b0 := range 256 {
 			if !s.first[b0] {
