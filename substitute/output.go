@@ -10,8 +10,9 @@ import (
 // many small pieces, and encode (outside) decides whether to compress from
 // the size of the first write, now that Content-Length is gone. A response
 // starts with a 64 KiB buffer, so the start of a body (an HTML page's head)
-// leaves early; once it has written outGrowAfter bytes, at its next flush,
-// it takes a 256 KiB buffer from a pool until it ends: a large body then
+// leaves early; once it has written outGrowAfter bytes, the next time the
+// small buffer fills it takes a 256 KiB buffer from a pool until it ends
+// (a stream flushed event by event seldom fills it): a large body then
 // costs a quarter of the writes to the client, each of which wakes the
 // client and, through flow control, the origin (1 MB page of
 // integration/bench-substitute.sh, side by side: +11% requests/s, -15%
@@ -20,9 +21,8 @@ import (
 type output struct {
 	dst   io.Writer
 	small *bufio.Writer // kept with the pooled responseWriter
-	big   *bufio.Writer // from bigOutputs, while a large response is out
-	cur   *bufio.Writer
-	n     int64 // bytes written since reset
+	big   *bufio.Writer // from bigOutputs once grown, else nil
+	n     int64         // bytes written since reset
 }
 
 const (
@@ -47,7 +47,15 @@ func (o *output) reset(dst io.Writer) {
 	case dst != nil:
 		o.small = bufio.NewWriterSize(dst, outSmall)
 	}
-	o.dst, o.cur, o.n = dst, o.small, 0
+	o.dst, o.n = dst, 0
+}
+
+// buf is the buffer in use.
+func (o *output) buf() *bufio.Writer {
+	if o.big != nil {
+		return o.big
+	}
+	return o.small
 }
 
 func (o *output) Write(p []byte) (int, error) {
@@ -59,12 +67,11 @@ func (o *output) Write(p []byte) (int, error) {
 		}
 		o.big = bigOutputs.Get().(*bufio.Writer)
 		o.big.Reset(o.dst)
-		o.cur = o.big
 	}
-	n, err := o.cur.Write(p)
+	n, err := o.buf().Write(p)
 	o.n += int64(n)
 	return n, err
 }
 
 // Flush sends what is buffered.
-func (o *output) Flush() error { return o.cur.Flush() }
+func (o *output) Flush() error { return o.buf().Flush() }
