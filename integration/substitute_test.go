@@ -29,11 +29,13 @@ const substituteRules = `
 		replace PATH "{path}"`
 
 // substitutePage is an HTML page with many matches, some across the
-// 32 KiB boundaries of reverse_proxy's and file_server's copy buffers.
+// 32 KiB boundaries of reverse_proxy's and file_server's copy buffers. At
+// ~450 KB it is past the 256 KiB after which substitute's output buffer
+// grows, so every test below also goes through the larger buffer.
 func substitutePage() []byte {
 	var b bytes.Buffer
 	b.WriteString("<html><body>ONCE ONCE\n")
-	for i := range 3000 {
+	for i := range 8000 {
 		fmt.Fprintf(&b, "<a href=\"https://origin.example/p/id-%d\">item %d</a>\n", i, i)
 	}
 	b.WriteString("</body></html>\n")
