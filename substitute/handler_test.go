@@ -562,15 +562,15 @@ func TestMemo(t *testing.T) {
 func TestMemoIsBounded(t *testing.T) {
 	m := newMemo(3)
 	for i := range 10 {
-		m.store("h", "/"+string(rune('a'+i)), "", `"e"`, nil)
+		m.store(m.resource("GET", "h", "/"+string(rune('a'+i)), ""), `"e"`, nil)
 	}
 	if m.len() != 3 {
 		t.Errorf("memo holds %d entries, bound 3", m.len())
 	}
-	if _, ok := m.lookup("h", "/j", "", `"e"`); !ok {
+	if _, ok := m.lookup(m.resource("GET", "h", "/j", ""), `"e"`); !ok {
 		t.Error("latest entry not found")
 	}
-	if _, ok := m.lookup("h", "/j", "", `"f"`); ok {
+	if _, ok := m.lookup(m.resource("GET", "h", "/j", ""), `"f"`); ok {
 		t.Error("found with another ETag")
 	}
 }

@@ -45,8 +45,10 @@ type responseWriter struct {
 	writeErr    error
 
 	// memoETag is the strong ETag under which finish remembers the rules
-	// that matched (a memo miss); empty when there is nothing to remember.
+	// that matched (a memo miss) for the resource memoKey; empty when there
+	// is nothing to remember.
 	memoETag string
+	memoKey  memoKey
 }
 
 func (h *Handler) getWriter(w http.ResponseWriter, r *http.Request) *responseWriter {
@@ -159,11 +161,14 @@ func (rw *responseWriter) WriteHeader(status int) {
 
 // useMemo restricts the scan to the rules the same bytes matched before.
 func (rw *responseWriter) useMemo(etag string) {
-	matched, ok := rw.h.memo.lookup(hostOnly(rw.req.Host), rw.req.URL.Path, rw.req.URL.RawQuery, etag)
+	// The request as the handler below answers it: handlers rewrite it
+	// before they answer, not after.
+	key := rw.h.memo.resource(rw.req.Method, hostOnly(rw.req.Host), rw.req.URL.Path, rw.req.URL.RawQuery)
+	matched, ok := rw.h.memo.lookup(key, etag)
 	switch {
 	case !ok:
 		metrics.memoMisses.Inc()
-		rw.memoETag = etag
+		rw.memoETag, rw.memoKey = etag, key
 	case matched.Empty():
 		metrics.memoUnscanned.Inc()
 		rw.mode = copying
@@ -283,9 +288,7 @@ func (rw *responseWriter) finish(abort bool) error {
 		metrics.dropped.Add(float64(d))
 	}
 	if err == nil && rw.writeErr == nil && rw.memoETag != "" {
-		// The request is the one useMemo looked up: handlers rewrite it
-		// before they answer, not after.
-		rw.h.memo.store(hostOnly(rw.req.Host), rw.req.URL.Path, rw.req.URL.RawQuery, rw.memoETag, rw.stream.Matched())
+		rw.h.memo.store(rw.memoKey, rw.memoETag, rw.stream.Matched())
 	}
 	return err
 }
