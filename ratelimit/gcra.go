@@ -1,6 +1,9 @@
 package ratelimit
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // limit is one zone's GCRA parameters, in nanoseconds: the emission interval
 // T and the tolerance tau = burst·T. A key's whole state is its theoretical
@@ -14,7 +17,29 @@ type limit struct {
 
 func newLimit(r rate, burst int64) limit {
 	t := r.interval()
-	return limit{interval: t, tolerance: burst * t}
+	return limit{interval: t, tolerance: satMul(burst, t)}
+}
+
+// Config validation keeps interval and tolerance within maxWindow, so the
+// arithmetic below stays far from int64's limit; it saturates anyway, so a
+// value that got past validation makes a TAT stick at the far future (the
+// key stays limited) instead of wrapping into the past (the key is let
+// through).
+
+// satAdd is a+b for a, b >= 0, capped at math.MaxInt64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// satMul is a·b for a, b >= 0, capped at math.MaxInt64.
+func satMul(a, b int64) int64 {
+	if b != 0 && a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
 }
 
 // outcome is one zone's verdict on one request. after is TAT - now once the
@@ -31,12 +56,12 @@ func (l limit) check(tat, now int64) (o outcome, next int64) {
 	if tat < now {
 		tat = now
 	}
-	return outcome{allowed: tat-now <= l.tolerance, after: tat - now}, tat + l.interval
+	return outcome{allowed: tat-now <= l.tolerance, after: tat - now}, satAdd(tat, l.interval)
 }
 
 // remaining is how many more requests would be allowed right now.
 func (l limit) remaining(o outcome) int64 {
-	return max(0, (l.tolerance+l.interval-o.after)/l.interval)
+	return max(0, (satAdd(l.tolerance, l.interval)-o.after)/l.interval)
 }
 
 // wait is how long until the next request is allowed (0 if one is now).
@@ -47,7 +72,12 @@ func (l limit) wait(o outcome) time.Duration {
 	return time.Duration(o.after - l.tolerance)
 }
 
-// ceilSeconds rounds d up to whole seconds.
+// ceilSeconds rounds d up to whole seconds (without the overflow of adding
+// a second to a d near the largest Duration).
 func ceilSeconds(d time.Duration) int64 {
-	return int64((d + time.Second - 1) / time.Second)
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++
+	}
+	return s
 }

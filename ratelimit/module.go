@@ -6,7 +6,6 @@ package ratelimit
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -256,8 +255,8 @@ func compileZone(zc *Zone) (*zone, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zone %q: %v", zc.Name, err)
 	}
-	if maxBurst := math.MaxInt64 / 4 / r.interval(); zc.Burst < 0 || zc.Burst > maxBurst {
-		return nil, fmt.Errorf("zone %q: burst %d: must be 0..%d at this rate", zc.Name, zc.Burst, maxBurst)
+	if maxBurst := int64(maxWindow) / r.interval(); zc.Burst < 0 || zc.Burst > maxBurst {
+		return nil, fmt.Errorf("zone %q: burst %d: must be 0..%d at this rate (a full burst must refill within 366 days)", zc.Name, zc.Burst, maxBurst)
 	}
 	k, err := parseKeyTemplate(zc.Key)
 	if err != nil {

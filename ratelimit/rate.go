@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,12 @@ import (
 // maxRequests caps n in n/duration so interval and tolerance arithmetic in
 // nanoseconds cannot overflow.
 const maxRequests = 1_000_000_000
+
+// maxWindow bounds a rate's duration and a burst's refill time (burst times
+// the spacing): longer windows are not useful for rate limiting, and with
+// both bounded a TAT stays within about two years of now, far from int64's
+// limit.
+const maxWindow = 366 * 24 * time.Hour
 
 // rate is a parsed `<n>/<duration>`.
 type rate struct {
@@ -40,6 +47,9 @@ func parseRate(s string) (rate, error) {
 	if d <= 0 {
 		return rate{}, fmt.Errorf("rate %q: duration must be positive", s)
 	}
+	if d > maxWindow {
+		return rate{}, fmt.Errorf("rate %q: duration %s is longer than the maximum of 366 days (8784h): use a shorter duration with a proportionally smaller count", s, d)
+	}
 	if d/time.Duration(n) < time.Microsecond {
 		return rate{}, fmt.Errorf("rate %q: at most one request per microsecond; use a longer duration", s)
 	}
@@ -58,9 +68,13 @@ func (r rate) interval() int64 { return int64(r.period) / r.n }
 
 // policyWindow returns the quota and whole-second window announced in
 // RateLimit-Policy: the window is the period rounded up to whole seconds and
-// the quota scaled to it (5/500ms is announced as q=10;w=1).
+// the quota scaled to it (5/500ms is announced as q=10;w=1), rounded down
+// so it never promises more than the rate allows. n·seconds·1e9 overflows
+// int64 for long windows (1000000/1d), so the product is taken in 128 bits;
+// the quotient is below n + 10^6 (the period is at least n µs) and fits.
 func (r rate) policyWindow() (quota, seconds int64) {
 	seconds = ceilSeconds(r.period)
-	quota = r.n * seconds * int64(time.Second) / int64(r.period)
-	return quota, seconds
+	hi, lo := bits.Mul64(uint64(r.n), uint64(seconds)*uint64(time.Second))
+	q, _ := bits.Div64(hi, lo, uint64(r.period))
+	return int64(q), seconds
 }
