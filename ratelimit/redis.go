@@ -83,18 +83,30 @@ var redisConns = caddy.NewUsagePool()
 // redisConn is a lazily connected client plus its breaker: Caddy starts even
 // when Redis is down, and on_error decides what requests see meanwhile.
 type redisConn struct {
-	opt    rueidis.ClientOption
-	mu     sync.Mutex
-	client rueidis.Client
+	opt     rueidis.ClientOption
+	mu      sync.Mutex
+	client  rueidis.Client
+	dialing *dialAttempt // the connect attempt running, if any
+	closed  bool         // destructed: an attempt ending now closes its client
 
 	failures  atomic.Int32
 	openUntil atomic.Int64 // unix ns; 0 when closed
 	probing   atomic.Bool
 }
 
+// dialAttempt is one connect in the background; err is set before done is
+// closed.
+type dialAttempt struct {
+	done chan struct{}
+	err  error
+}
+
+var errConnClosed = errors.New("redis client closed (config unloaded)")
+
 func (c *redisConn) Destruct() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.closed = true
 	if c.client != nil {
 		c.client.Close()
 		c.client = nil
@@ -102,17 +114,61 @@ func (c *redisConn) Destruct() error {
 	return nil
 }
 
-func (c *redisConn) get() (rueidis.Client, error) {
+// get returns the client, connecting first if there is none. Connecting
+// (dial and handshake) can take as long as rueidis's own timeouts against a
+// server that accepts and never answers, so it runs in the background, one
+// attempt at a time, and every caller waits for it only until ctx ends: no
+// request queues behind another's connect.
+func (c *redisConn) get(ctx context.Context) (rueidis.Client, error) {
+	c.mu.Lock()
+	if c.client != nil || c.closed {
+		cl := c.client
+		c.mu.Unlock()
+		if cl == nil {
+			return nil, errConnClosed
+		}
+		return cl, nil
+	}
+	a := c.dialing
+	if a == nil {
+		a = &dialAttempt{done: make(chan struct{})}
+		c.dialing = a
+		go c.connect(a)
+	}
+	c.mu.Unlock()
+	select {
+	case <-a.done:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("connecting to redis: %w", ctx.Err())
+	}
+	if a.err != nil {
+		return nil, a.err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.client == nil {
-		cl, err := rueidis.NewClient(c.opt)
-		if err != nil {
-			return nil, err
-		}
-		c.client = cl
+		return nil, errConnClosed
 	}
 	return c.client, nil
+}
+
+// connect makes one client for get; the next caller after a failure starts
+// another attempt (the breaker spaces them out).
+func (c *redisConn) connect(a *dialAttempt) {
+	cl, err := rueidis.NewClient(c.opt)
+	c.mu.Lock()
+	switch {
+	case err != nil:
+	case c.closed:
+		cl.Close()
+		err = errConnClosed
+	default:
+		c.client = cl
+	}
+	a.err = err
+	c.dialing = nil
+	c.mu.Unlock()
+	close(a.done)
 }
 
 // admit says whether to ask Redis now: always while the breaker is closed;
@@ -198,13 +254,16 @@ func (b *redisBackend) decide(ctx context.Context, keys []requestKey, out []outc
 	if !b.conn.admit(now) {
 		return false, errBreakerOpen
 	}
-	client, err := b.conn.get()
+	// The request's cancellation must not reach Redis: a client that hangs
+	// up is no store failure (counted, three would open the breaker for
+	// everyone), and the decision is bounded by timeout alone either way.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
+	defer cancel()
+	client, err := b.conn.get(ctx)
 	if err != nil {
 		b.conn.failed(now)
 		return false, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
-	defer cancel()
 	res, err := gcraScript.Exec(ctx, client, b.names(keys), b.args).AsIntSlice()
 	if err == nil && len(res) != 1+2*len(keys) {
 		err = fmt.Errorf("redis GCRA script returned %d values, want %d", len(res), 1+2*len(keys))
