@@ -31,8 +31,11 @@ type Stream struct {
 
 	// hold[0] is the byte before the pending bytes hold[1:] (valid when
 	// prev >= 0). Pending bytes are those of a match attempt still running;
-	// there are at most MaxMatch of them.
-	hold []byte
+	// there are at most MaxMatch of them. hold grows as an attempt needs it,
+	// up to holdMax: a stream that holds little costs little, whatever
+	// MaxMatch.
+	hold    []byte
+	holdMax int // 1 + MaxMatch + holdSlack
 	prev int // byte before the unprocessed input, -1 at the start
 
 	// The match attempt in progress, anchored at the first pending byte.
@@ -78,6 +81,14 @@ type Stream struct {
 // time.
 const holdSlack = 256
 
+// A stream's hold starts at holdInitial bytes (or less, for a small
+// MaxMatch), and Reset gives back a hold grown past holdRetain, so that a
+// pooled stream does not keep a long attempt's bytes for every later body.
+const (
+	holdInitial = 4 << 10
+	holdRetain  = 64 << 10
+)
+
 // NewStream returns a stream that writes the substituted body to dst.
 func (s *Set) NewStream(dst io.Writer, vars Vars) *Stream {
 	st := &Stream{
@@ -85,7 +96,7 @@ func (s *Set) NewStream(dst io.Writer, vars Vars) *Stream {
 		active:    NewMask(len(s.rules)),
 		matched:   NewMask(len(s.rules)),
 		scratch:   NewMask(len(s.rules)),
-		hold:      make([]byte, 1, 1+s.maxMatch+holdSlack),
+		holdMax:   1 + s.maxMatch + holdSlack,
 		varVals:   make([][]byte, len(s.varNames)),
 		varKnown:  make([]uint8, len(s.varNames)),
 		idx:       make([]int, s.maxCap),
@@ -106,6 +117,9 @@ func (st *Stream) Reset(dst io.Writer, vars Vars) {
 	st.starts = [4]*state{}
 	clear(st.matched)
 	st.dropped, st.attempts = 0, 0
+	if cap(st.hold) > holdRetain || st.hold == nil {
+		st.hold = make([]byte, 1, min(holdInitial, st.holdMax))
+	}
 	st.hold = st.hold[:1]
 	st.prev = -1
 	st.base = 0
@@ -162,7 +176,8 @@ func (st *Stream) Write(p []byte) (int, error) {
 			st.keep(p, k)
 			break
 		}
-		m := min(cap(st.hold)-len(st.hold), len(p))
+		m := min(max(st.holdMax, cap(st.hold))-len(st.hold), len(p))
+		st.hold = st.grow(m)
 		st.hold = append(st.hold, p[:m]...)
 		p = p[m:]
 		st.keep(st.hold, st.process(st.hold, 1, false))
@@ -188,6 +203,20 @@ func (st *Stream) Close() error {
 	return st.err
 }
 
+// grow returns st.hold with room for n more bytes, doubling its capacity
+// as needed (never past holdMax, which bounds what Write appends).
+func (st *Stream) grow(n int) []byte {
+	need := len(st.hold) + n
+	if need <= cap(st.hold) {
+		return st.hold
+	}
+	c := min(max(2*cap(st.hold), need), st.holdMax)
+	c = max(c, need)
+	h := make([]byte, len(st.hold), c)
+	copy(h, st.hold)
+	return h
+}
+
 // keep saves buf[k:], the pending bytes, in st.hold.
 func (st *Stream) keep(buf []byte, k int) {
 	fromHold := len(buf) > 0 && len(st.hold) > 0 && &buf[0] == &st.hold[0]
@@ -203,7 +232,9 @@ func (st *Stream) keep(buf []byte, k int) {
 		n := copy(st.hold[1:], st.hold[k:])
 		st.hold = st.hold[:1+n]
 	} else {
-		st.hold = append(st.hold[:1], buf[k:]...)
+		st.hold = st.hold[:1]
+		st.hold = st.grow(len(buf) - k)
+		st.hold = append(st.hold, buf[k:]...)
 	}
 	st.hold[0] = byte(st.prev)
 }
