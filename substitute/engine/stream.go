@@ -36,7 +36,7 @@ type Stream struct {
 	// MaxMatch.
 	hold    []byte
 	holdMax int // 1 + MaxMatch + holdSlack
-	prev int // byte before the unprocessed input, -1 at the start
+	prev    int // byte before the unprocessed input, -1 at the start
 
 	// The match attempt in progress, anchored at the first pending byte.
 	running  bool
