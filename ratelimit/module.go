@@ -166,8 +166,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 }
 
 func (h *Handler) storeName() string {
-	if h.Store.Type == "redis" {
-		return "redis " + h.Store.Redis.Address
+	if h.redis != nil {
+		return h.redis.store
 	}
 	return "memory"
 }

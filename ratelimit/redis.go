@@ -202,6 +202,9 @@ type redisBackend struct {
 	conn    *redisConn
 	prefix  string
 	timeout time.Duration
+	// store is what handlers sharing a zone must agree on: the server, db
+	// and key_prefix, which together say where the zone's keys live.
+	store string
 	// Set by prepare, in the handler's zone order: each zone's key prefix
 	// and its script arguments (interval, tolerance), the same on every
 	// request.
@@ -209,7 +212,36 @@ type redisBackend struct {
 	args     []string
 }
 
+// resolved is s with Caddy's global placeholders ({env.*}, {file.*}, ...)
+// in its text fields replaced, as the documented `password
+// {env.REDIS_PASSWORD}` expects. An unset or empty placeholder, or one that
+// means nothing outside a request, is refused: sent literally it would turn
+// into WRONGPASS or a wrong address, and with on_error allow into no limiting
+// at all. Literal braces are written \{ and \}. The config itself keeps its
+// placeholders (it is what the admin API shows).
+func (s *RedisStore) resolved() (*RedisStore, error) {
+	repl := caddy.NewReplacer()
+	r := *s
+	for _, f := range []struct {
+		name string
+		val  *string
+	}{{"address", &r.Address}, {"username", &r.Username}, {"password", &r.Password}, {"key_prefix", &r.KeyPrefix}} {
+		v, err := repl.ReplaceOrErr(*f.val, true, true)
+		if err != nil {
+			// The error names the placeholder, never the field's value
+			// (a password).
+			return nil, fmt.Errorf("%s: %v: only global placeholders such as {env.NAME} work here, and they must be set and not empty in Caddy's environment; write literal braces as \\{ \\}", f.name, err)
+		}
+		*f.val = v
+	}
+	return &r, nil
+}
+
 func newRedisBackend(s *RedisStore) (*redisBackend, error) {
+	s, err := s.resolved()
+	if err != nil {
+		return nil, err
+	}
 	key := strings.Join([]string{s.Address, s.Username, s.Password, strconv.Itoa(s.DB)}, "\x00")
 	v, _, err := redisConns.LoadOrNew(key, func() (caddy.Destructor, error) {
 		return &redisConn{opt: rueidis.ClientOption{
@@ -230,7 +262,13 @@ func newRedisBackend(s *RedisStore) (*redisBackend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &redisBackend{poolKey: key, conn: v.(*redisConn), prefix: s.KeyPrefix, timeout: time.Duration(s.Timeout)}, nil
+	return &redisBackend{
+		poolKey: key,
+		conn:    v.(*redisConn),
+		prefix:  s.KeyPrefix,
+		timeout: time.Duration(s.Timeout),
+		store:   fmt.Sprintf("redis %s db %d key_prefix %q", s.Address, s.DB, s.KeyPrefix),
+	}, nil
 }
 
 func (b *redisBackend) release() { _, _ = redisConns.Delete(b.poolKey) }

@@ -1,0 +1,187 @@
+package ratelimit
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// TestRedisCanceledRequestIsNoFailure: a request whose client went away
+// (its context canceled) is still decided, within the timeout, and never
+// counts against the breaker every handler of that Redis shares.
+func TestRedisCanceledRequestIsNoFailure(t *testing.T) {
+	rs := startRedis(t)
+	h := redisHandler(t, rs, "deny", &Zone{Name: "r-canceled", Rate: "1/1h"})
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out [1]outcome
+	keys := []requestKey{{text: "gone"}}
+	for i := range 2 * breakerThreshold {
+		allowed, err := h.redis.decide(gone, keys, out[:])
+		if err != nil {
+			t.Fatalf("decision %d for a client that hung up: %v, want one made regardless", i, err)
+		}
+		if allowed != (i == 0) {
+			t.Fatalf("decision %d: allowed=%v, want only the first (rate 1/1h)", i, allowed)
+		}
+	}
+	if f := h.redis.conn.failures.Load(); f != 0 {
+		t.Fatalf("%d failures counted for clients that hung up", f)
+	}
+}
+
+// TestRedisPlaceholders: Caddy's global placeholders in address, username,
+// password and key_prefix are expanded at provision; an unset or unknown
+// one is refused, naming the field.
+func TestRedisPlaceholders(t *testing.T) {
+	rs := startRedis(t)
+	t.Setenv("EDGEKIT_T_ADDR", rs.addr())
+	t.Setenv("EDGEKIT_T_USER", "default")
+	t.Setenv("EDGEKIT_T_PASS", "pw")
+	t.Setenv("EDGEKIT_T_PREFIX", "pfx")
+	h := provision(t, &Handler{
+		Zones: []*Zone{{Name: "r-ph", Rate: "1/1h"}},
+		Store: &Store{Type: "redis", Redis: &RedisStore{
+			Address:   "{env.EDGEKIT_T_ADDR}",
+			Username:  "{env.EDGEKIT_T_USER}",
+			Password:  "{env.EDGEKIT_T_PASS}",
+			KeyPrefix: "{env.EDGEKIT_T_PREFIX}:",
+		}},
+	}, nil)
+	opt := h.redis.conn.opt
+	if opt.InitAddress[0] != rs.addr() || opt.Username != "default" || opt.Password != "pw" || h.redis.zoneKeys[0] != "pfx:r-ph:" {
+		t.Fatalf("expanded to address %q username %q password %q key %q", opt.InitAddress, opt.Username, opt.Password, h.redis.zoneKeys[0])
+	}
+	// The config as written keeps its placeholders: it is what the admin
+	// API shows, and must not turn into the secret.
+	if h.Store.Redis.Password != "{env.EDGEKIT_T_PASS}" {
+		t.Fatalf("config's password rewritten to %q", h.Store.Redis.Password)
+	}
+	for _, field := range []string{"address", "username", "password", "key_prefix"} {
+		for _, ph := range []string{"{env.EDGEKIT_T_UNSET}", "{nope}"} {
+			s := &RedisStore{Address: rs.addr()}
+			switch field {
+			case "address":
+				s.Address = ph
+			case "username":
+				s.Username = ph
+			case "password":
+				s.Password = "x" + ph
+			case "key_prefix":
+				s.KeyPrefix = ph
+			}
+			ctx, cancel := newContext()
+			h := &Handler{Zones: []*Zone{{Name: "r-ph-bad", Rate: "1/1h"}}, Store: &Store{Type: "redis", Redis: s}}
+			err := h.Provision(ctx)
+			_ = h.Cleanup()
+			cancel()
+			if err == nil || !strings.Contains(err.Error(), field) || !strings.Contains(err.Error(), ph) {
+				t.Fatalf("%s %s: %v, want a refusal naming the field and placeholder", field, ph, err)
+			}
+		}
+	}
+	// Escaped braces are literal.
+	h = provision(t, &Handler{
+		Zones: []*Zone{{Name: "r-ph-esc", Rate: "1/1h"}},
+		Store: &Store{Type: "redis", Redis: &RedisStore{Address: rs.addr(), Password: `a\{b\}`}},
+	}, nil)
+	if got := h.redis.conn.opt.Password; got != "a{b}" {
+		t.Fatalf(`password a\{b\}: %q, want a{b}`, got)
+	}
+}
+
+// TestRedisHungConnectConcurrent: against a server that accepts and never
+// answers, concurrent decisions while the client connects each take about
+// the timeout, not a turn each behind one connect attempt after another.
+func TestRedisHungConnectConcurrent(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	const timeout = 100 * time.Millisecond
+	h := provision(t, &Handler{
+		Zones: []*Zone{{Name: "r-hung-connect", Rate: "1/1h"}},
+		Store: &Store{Type: "redis", Redis: &RedisStore{Address: l.Addr().String(), Timeout: caddy.Duration(timeout), OnError: "deny"}},
+	}, nil)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var slowest time.Duration
+	for range 30 {
+		wg.Go(func() {
+			var out [1]outcome
+			start := time.Now()
+			_, err := h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:])
+			took := time.Since(start)
+			mu.Lock()
+			slowest = max(slowest, took)
+			mu.Unlock()
+			if err == nil {
+				t.Error("a server that never answers decided a request")
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("slowest of 30 concurrent decisions: %v (timeout %v)", slowest, timeout)
+	if slowest > timeout+400*time.Millisecond {
+		t.Fatalf("slowest of 30 concurrent decisions took %v with timeout %v", slowest, timeout)
+	}
+}
+
+// TestRedisZoneStoreMismatch: two handlers of one config naming one Redis
+// zone must agree on db and key_prefix; otherwise they would silently keep
+// two budgets under one name.
+func TestRedisZoneStoreMismatch(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    RedisStore
+		ok   bool
+	}{
+		{"same", RedisStore{Address: "127.0.0.1:1", DB: 1, KeyPrefix: "p:"}, true},
+		{"db", RedisStore{Address: "127.0.0.1:1", DB: 2, KeyPrefix: "p:"}, false},
+		{"key_prefix", RedisStore{Address: "127.0.0.1:1", DB: 1, KeyPrefix: "q:"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := newContext()
+			defer cancel()
+			zone := "r-mismatch-" + tc.name
+			provisionIn(t, ctx, &Handler{
+				Zones: []*Zone{{Name: zone, Rate: "1/1h"}},
+				Store: &Store{Type: "redis", Redis: &RedisStore{Address: "127.0.0.1:1", DB: 1, KeyPrefix: "p:"}},
+			}, nil)
+			b := tc.b
+			h := &Handler{Zones: []*Zone{{Name: zone, Rate: "1/1h"}}, Store: &Store{Type: "redis", Redis: &b}}
+			err := h.Provision(ctx)
+			_ = h.Cleanup()
+			if tc.ok && err != nil {
+				t.Fatalf("same store: %v", err)
+			}
+			if !tc.ok && (err == nil || !strings.Contains(err.Error(), "defined twice differently")) {
+				t.Fatalf("zone %s with another %s: %v, want it refused", zone, tc.name, err)
+			}
+		})
+	}
+}
