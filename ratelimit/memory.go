@@ -2,17 +2,19 @@ package ratelimit
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 const (
 	// shardCount spreads keys over independent locks; a power of two.
 	shardCount = 64
-	// sweepGap is the least time between two full sweeps of one shard, so a
-	// flood of fresh keys costs O(1) per request, not O(shard).
-	sweepGap = int64(100 * time.Millisecond)
+	// dueCap bounds how many keys nearest expiry a shard keeps in order.
+	// A full shard finds its expired keys there without a sweep, and a
+	// sweep (O(shard)) happens only once they are used up, so a flood of
+	// fresh keys costs O(shard/dueCap) per request at most.
+	dueCap = 256
 	// evictSample is how many entries are looked at to pick the one to
 	// drop when a shard is full and holds nothing expired.
 	evictSample = 8
@@ -29,18 +31,29 @@ type memoryTable struct {
 type shard struct {
 	mu sync.Mutex
 	m  map[uint64]int64
-	// earliest is a lower bound of every TAT in m: until now reaches it,
-	// nothing in m has expired and a sweep would find nothing.
-	earliest  int64
-	nextSweep int64
-	_         [32]byte // one shard per 64-byte cache line: no false sharing
+	// due[head:] are keys in ascending order of a TAT recorded when they
+	// were inserted or at the last sweep. A key's TAT only grows, so each
+	// is a lower bound; an entry may be stale (its key dropped, or its TAT
+	// moved on), which dropExpired finds out when it gets there.
+	due  []dueEntry
+	head int
+	// rest is a lower bound of the TAT of every key without an entry in
+	// due, and at least the last entry's: when no entry is due and now is
+	// before rest, nothing in the shard has expired.
+	rest int64
+	_    [8]byte // one shard per 64-byte cache line: no false sharing
+}
+
+type dueEntry struct {
+	h   uint64
+	tat int64
 }
 
 func newMemoryTable(maxKeys int) *memoryTable {
 	t := &memoryTable{}
 	for i := range t.shards {
 		t.shards[i].m = make(map[uint64]int64)
-		t.shards[i].earliest = math.MaxInt64
+		t.shards[i].rest = math.MaxInt64
 	}
 	t.setMaxKeys(maxKeys)
 	return t
@@ -72,30 +85,93 @@ func (t *memoryTable) len() int {
 func (t *memoryTable) store(s *shard, h uint64, tat, now int64, exists bool) {
 	if !exists {
 		limit := int(t.perShard.Load())
-		if len(s.m) >= limit && now >= s.earliest && now >= s.nextSweep {
-			s.sweep(now)
-		}
 		for len(s.m) >= limit {
-			s.evictOne()
-			t.evictions.Add(1)
+			if !s.dropExpired(now, limit) {
+				s.evictOne()
+				t.evictions.Add(1)
+			}
 		}
-		s.earliest = min(s.earliest, tat)
+		s.track(h, tat, limit)
 	}
 	s.m[h] = tat
 }
 
-// sweep drops every expired key and makes earliest exact again.
-func (s *shard) sweep(now int64) {
-	earliest := int64(math.MaxInt64)
+// dropExpired drops one expired key, or every one if it takes a sweep, and
+// reports whether the shard held any. It is exact: false means nothing in
+// the shard has expired.
+func (s *shard) dropExpired(now int64, limit int) bool {
+	for s.head < len(s.due) && s.due[s.head].tat <= now {
+		e := s.due[s.head]
+		s.head++
+		tat, ok := s.m[e.h]
+		if !ok {
+			continue
+		}
+		if tat <= now {
+			delete(s.m, e.h)
+			return true
+		}
+		s.track(e.h, tat, limit) // live: requests moved its TAT on
+	}
+	if now < s.rest {
+		return false
+	}
+	// Every entry was used up, and a key without one may have expired.
+	return s.sweep(now, limit) > 0
+}
+
+// track notes that h's TAT is at least tat: in due if it is among the
+// dueCap smallest recorded, else by lowering rest.
+func (s *shard) track(h uint64, tat int64, limit int) {
+	if tat >= s.rest {
+		return
+	}
+	capacity := max(1, min(dueCap, limit))
+	for len(s.due)-s.head >= capacity {
+		last := s.due[len(s.due)-1]
+		if tat >= last.tat {
+			s.rest = tat
+			return
+		}
+		s.rest = last.tat
+		s.due = s.due[:len(s.due)-1]
+	}
+	if s.head == len(s.due) {
+		s.due, s.head = s.due[:0], 0
+	} else if len(s.due) == cap(s.due) && s.head > 0 {
+		s.due = s.due[:copy(s.due, s.due[s.head:])]
+		s.head = 0
+	}
+	if s.due == nil {
+		s.due = make([]dueEntry, 0, capacity)
+	}
+	// After any equal TAT, so entries of one instant stay first in, first out.
+	i, n := s.head, len(s.due)
+	for i < n {
+		mid := int(uint(i+n) >> 1)
+		if s.due[mid].tat <= tat {
+			i = mid + 1
+		} else {
+			n = mid
+		}
+	}
+	s.due = slices.Insert(s.due, i, dueEntry{h, tat})
+}
+
+// sweep drops every expired key, refills due with the keys nearest expiry
+// and makes rest exact; it returns how many keys it dropped.
+func (s *shard) sweep(now int64, limit int) int {
+	s.due, s.head, s.rest = s.due[:0], 0, math.MaxInt64
+	dropped := 0
 	for k, tat := range s.m {
 		if tat <= now {
 			delete(s.m, k)
+			dropped++
 		} else {
-			earliest = min(earliest, tat)
+			s.track(k, tat, limit)
 		}
 	}
-	s.earliest = earliest
-	s.nextSweep = now + sweepGap
+	return dropped
 }
 
 // evictOne drops the key with the smallest TAT among a few: map iteration
