@@ -4,8 +4,28 @@ import (
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
+
+// The directive registers itself with its package, so building Caddy with this
+// package alone gives it; its default order (first in the chain after tracing,
+// so every later handler, log and matcher sees the resolved client address)
+// spares users an `order` line.
+func init() {
+	httpcaddyfile.RegisterHandlerDirective("client_ip", parseCaddyfile)
+	httpcaddyfile.RegisterDirectiveOrder("client_ip", httpcaddyfile.After, "tracing")
+}
+
+// parseCaddyfile adapts UnmarshalCaddyfile to the directive; the matcher
+// token is consumed by RegisterHandlerDirective before this runs.
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	m := new(Handler)
+	if err := m.UnmarshalCaddyfile(h.Dispenser); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //

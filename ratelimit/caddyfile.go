@@ -5,7 +5,27 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
+
+// The directive registers itself with its package, so building Caddy with this
+// package alone gives it; its default order (before basic_auth, so password
+// guessing is limited too) spares users an `order` line.
+func init() {
+	httpcaddyfile.RegisterHandlerDirective("throttle", parseCaddyfile)
+	httpcaddyfile.RegisterDirectiveOrder("throttle", httpcaddyfile.Before, "basic_auth")
+}
+
+// parseCaddyfile adapts UnmarshalCaddyfile to the directive; the matcher
+// token is consumed by RegisterHandlerDirective before this runs.
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	m := new(Handler)
+	if err := m.UnmarshalCaddyfile(h.Dispenser); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens:
 //

@@ -5,8 +5,28 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
 )
+
+// The directive registers itself with its package, so building Caddy with this
+// package alone gives it; its default order (after encode, so it rewrites the
+// body before encode compresses it) spares users an `order` line.
+func init() {
+	httpcaddyfile.RegisterHandlerDirective("substitute", parseCaddyfile)
+	httpcaddyfile.RegisterDirectiveOrder("substitute", httpcaddyfile.After, "encode")
+}
+
+// parseCaddyfile adapts UnmarshalCaddyfile to the directive; the matcher
+// token is consumed by RegisterHandlerDirective before this runs.
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	m := new(Handler)
+	if err := m.UnmarshalCaddyfile(h.Dispenser); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
