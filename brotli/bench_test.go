@@ -1,4 +1,4 @@
-package brotli
+package caddybrotli
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	brotlienc "github.com/andybalholm/brotli"
+	"github.com/andybalholm/brotli"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -137,7 +137,7 @@ func BenchmarkCaddyVsLibrary(b *testing.B) {
 		total += len(file.data)
 	}
 
-	library := brotlienc.NewWriterOptions(nil, brotlienc.WriterOptions{Quality: DefaultQuality, LGWin: DefaultWindow})
+	library := brotli.NewWriterOptions(nil, brotli.WriterOptions{Quality: DefaultQuality, LGWin: DefaultWindow})
 
 	enc := newEncode(b, `{}`)
 	var current []byte

@@ -1,4 +1,4 @@
-package brotli_test
+package caddybrotli_test
 
 import (
 	"strings"

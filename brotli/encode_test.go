@@ -1,4 +1,4 @@
-package brotli
+package caddybrotli
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	brotlienc "github.com/andybalholm/brotli"
+	"github.com/andybalholm/brotli"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -68,8 +68,8 @@ func TestBareEncodeBrCompressesAtQuality5(t *testing.T) {
 	script := loadCorpus(t, "react-dom.production.min.js")[0].data
 	w := get(t, newEncode(t, `{}`), "br", serveBody("text/javascript", script))
 
-	q5 := compressWith(t, brotlienc.WriterOptions{Quality: 5, LGWin: 20}, script)
-	q0 := compressWith(t, brotlienc.WriterOptions{Quality: 0}, script)
+	q5 := compressWith(t, brotli.WriterOptions{Quality: 5, LGWin: 20}, script)
+	q0 := compressWith(t, brotli.WriterOptions{Quality: 0}, script)
 	if got := w.Body.Bytes(); !bytes.Equal(got, q5) {
 		t.Fatalf("bare br config wrote %d bytes; quality 5 writes %d, quality 0 writes %d", len(got), len(q5), len(q0))
 	}
@@ -141,7 +141,7 @@ func TestPooledEncodersUnderConcurrency(t *testing.T) {
 					t.Errorf("%s: not Brotli encoded", file.name)
 					return
 				}
-				got, err := io.ReadAll(brotlienc.NewReader(w.Body))
+				got, err := io.ReadAll(brotli.NewReader(w.Body))
 				if err != nil || !bytes.Equal(got, file.data) {
 					t.Errorf("%s: decoded body differs (%d bytes, %v)", file.name, len(got), err)
 				}
@@ -194,7 +194,7 @@ func TestServerSentEventsStreamThroughBrotli(t *testing.T) {
 	if got := resp.Header.Get("Content-Encoding"); got != "br" {
 		t.Fatalf("Content-Encoding %q, want br", got)
 	}
-	lines := bufio.NewReader(brotlienc.NewReader(resp.Body))
+	lines := bufio.NewReader(brotli.NewReader(resp.Body))
 	for i := range events {
 		want := fmt.Sprintf("data: event %d\n", i)
 		line, err := lines.ReadString('\n')

@@ -1,4 +1,4 @@
-package brotli
+package caddybrotli
 
 import (
 	"bytes"
@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	brotlienc "github.com/andybalholm/brotli"
+	"github.com/andybalholm/brotli"
 )
 
 // FuzzRoundTrip feeds arbitrary response bodies, split at an arbitrary
@@ -31,7 +31,7 @@ func FuzzRoundTrip(f *testing.F) {
 			return // qualities 10 and 11 make long inputs too slow to explore
 		}
 		pool := &pools[int(quality)%len(pools)]
-		enc := pool.Get().(*brotlienc.Writer)
+		enc := pool.Get().(*brotli.Writer)
 		defer func() { enc.Reset(nil); pool.Put(enc) }()
 		roundTrip(t, enc, body, min(int(split), len(body)))
 	})

@@ -1,15 +1,15 @@
-// Package brotli provides the http.encoders.br module: Brotli compression for
+// Package caddybrotli provides the http.encoders.br module: Brotli compression for
 // Caddy's encode handler, built on github.com/andybalholm/brotli (pure Go).
 //
 //	encode br gzip
 //
 // serves Brotli to clients that accept it and gzip to the rest.
-package brotli
+package caddybrotli
 
 import (
 	"fmt"
 
-	brotlienc "github.com/andybalholm/brotli"
+	"github.com/andybalholm/brotli"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -30,7 +30,7 @@ const (
 	// or page of the benchmark corpus, so it costs no bytes there.
 	DefaultWindow = 20
 
-	minQuality, maxQuality = brotlienc.BestSpeed, brotlienc.BestCompression
+	minQuality, maxQuality = brotli.BestSpeed, brotli.BestCompression
 	minWindow, maxWindow   = 10, 24
 )
 
@@ -89,7 +89,7 @@ func (*Brotli) AcceptEncoding() string { return "br" }
 // calls Reset before each response, which keeps the writer's buffers, so
 // a warm pool compresses without allocating.
 func (b *Brotli) NewEncoder() encode.Encoder {
-	return brotlienc.NewWriterOptions(nil, brotlienc.WriterOptions{Quality: *b.Quality, LGWin: b.Window})
+	return brotli.NewWriterOptions(nil, brotli.WriterOptions{Quality: *b.Quality, LGWin: b.Window})
 }
 
 func checkQuality(quality int) error {

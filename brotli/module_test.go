@@ -1,4 +1,4 @@
-package brotli
+package caddybrotli
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	brotlienc "github.com/andybalholm/brotli"
+	"github.com/andybalholm/brotli"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
@@ -68,7 +68,7 @@ func mustProvision(tb testing.TB, config string) *Brotli {
 
 func decompress(tb testing.TB, compressed []byte) []byte {
 	tb.Helper()
-	out, err := io.ReadAll(brotlienc.NewReader(bytes.NewReader(compressed)))
+	out, err := io.ReadAll(brotli.NewReader(bytes.NewReader(compressed)))
 	if err != nil {
 		tb.Fatalf("decoding Brotli stream: %v", err)
 	}
@@ -76,10 +76,10 @@ func decompress(tb testing.TB, compressed []byte) []byte {
 }
 
 // compressWith is the reference: the library's own writer, one Write.
-func compressWith(tb testing.TB, options brotlienc.WriterOptions, data []byte) []byte {
+func compressWith(tb testing.TB, options brotli.WriterOptions, data []byte) []byte {
 	tb.Helper()
 	var buf bytes.Buffer
-	w := brotlienc.NewWriterOptions(&buf, options)
+	w := brotli.NewWriterOptions(&buf, options)
 	if _, err := w.Write(data); err != nil {
 		tb.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestProvisionDefaults(t *testing.T) {
 		// The encoder must really compress at that setting: its stream is the
 		// library's own, byte for byte.
 		data := []byte(strings.Repeat("function f(a){return a+1}var x=f(2);", 200))
-		want := compressWith(t, brotlienc.WriterOptions{Quality: tc.quality, LGWin: tc.lgwin}, data)
+		want := compressWith(t, brotli.WriterOptions{Quality: tc.quality, LGWin: tc.lgwin}, data)
 		var got bytes.Buffer
 		enc := b.NewEncoder()
 		enc.Reset(&got)
@@ -154,7 +154,7 @@ func roundTrip(t *testing.T, enc encode.Encoder, data []byte, split int) []byte 
 		t.Fatal(err)
 	}
 	prefix := make([]byte, split)
-	if _, err := io.ReadFull(brotlienc.NewReader(bytes.NewReader(out.Bytes())), prefix); err != nil {
+	if _, err := io.ReadFull(brotli.NewReader(bytes.NewReader(out.Bytes())), prefix); err != nil {
 		t.Fatalf("flushed stream does not decode to the %d bytes written before Flush: %v", split, err)
 	}
 	if !bytes.Equal(prefix, data[:split]) {
