@@ -2,10 +2,14 @@ package substitute
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 // heapAfterGC is the live heap once garbage is collected.
@@ -83,5 +87,67 @@ func TestMaxMatchGrowsOnDemand(t *testing.T) {
 	longer := "<a " + strings.Repeat("x", 16<<20-3) + ">"
 	if got := serve(t, h, request("GET", "/"), origin(200, hdr, []byte(longer), 4096)).Body.String(); got != longer {
 		t.Errorf("a candidate longer than max_match: got %d bytes, want it untouched", len(got))
+	}
+}
+
+// writeRecorder records the size of every write that reaches the client
+// and what it had at each Flush.
+type writeRecorder struct {
+	*httptest.ResponseRecorder
+	writes  []int
+	atFlush []int
+}
+
+func (w *writeRecorder) Write(p []byte) (int, error) {
+	w.writes = append(w.writes, len(p))
+	return w.ResponseRecorder.Write(p)
+}
+
+func (w *writeRecorder) Flush() {
+	w.atFlush = append(w.atFlush, w.Body.Len())
+	w.ResponseRecorder.Flush()
+}
+
+// TestFirstWriteIsWorthCompressing: flushes after every small upstream read
+// must not make the first write downstream small (encode decides from it
+// whether to compress); once 4 KiB are out, flushes pass on again; SSE is
+// never held.
+func TestFirstWriteIsWorthCompressing(t *testing.T) {
+	h := provision(t, &Handler{Types: []string{"text/html", "text/event-stream"}, Rules: []Rule{{Find: "origin", Replace: "edge"}}})
+	run := func(ctype string, chunks int) *writeRecorder {
+		rec := &writeRecorder{ResponseRecorder: httptest.NewRecorder()}
+		next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			w.Header().Set("Content-Type", ctype)
+			w.WriteHeader(200)
+			for i := range chunks {
+				_, _ = fmt.Fprintf(w, "<p>origin %03d %s</p>\n", i, strings.Repeat("x", 200))
+				if err := http.NewResponseController(w).Flush(); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err := h.ServeHTTP(rec, request("GET", "/"), next); err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	rec := run("text/html", 40) // ~8.8 KB in 40 flushed writes
+	if len(rec.writes) == 0 || rec.writes[0] < outFirstWrite {
+		t.Errorf("first write downstream %v bytes, want at least %d (writes %v)", rec.writes, outFirstWrite, rec.writes)
+	}
+	if n := len(rec.atFlush); n < 10 {
+		t.Errorf("flushes after the first 4 KiB were not passed on: %d flushes", n)
+	}
+	if !strings.Contains(rec.Body.String(), "<p>edge 039 ") || strings.Contains(rec.Body.String(), "origin") {
+		t.Errorf("body not substituted: %.60q", rec.Body.String())
+	}
+	// A body shorter than 4 KiB goes out whole, in one write, at its end.
+	if rec := run("text/html", 3); len(rec.writes) != 1 || rec.writes[0] != rec.Body.Len() {
+		t.Errorf("short body: writes %v, want one of %d bytes", rec.writes, rec.Body.Len())
+	}
+	// Server-sent events: every flush passes on at once.
+	if rec := run("text/event-stream", 3); len(rec.atFlush) != 3 || rec.atFlush[0] == 0 {
+		t.Errorf("SSE held: client had %v bytes at each flush", rec.atFlush)
 	}
 }

@@ -140,6 +140,9 @@ func (rw *responseWriter) WriteHeader(status int) {
 
 	rw.mode = substituting
 	rw.out.reset(rw.ResponseWriter)
+	if !strings.EqualFold(mediaType, "text/event-stream") && !caddyhttp.IsIncremental(hdr) {
+		rw.out.holdStart() // so that encode sees a first write worth compressing
+	}
 	if rw.stream == nil {
 		rw.stream = rw.h.set.NewStream(&rw.out, rw.vars)
 	} else {
@@ -246,6 +249,9 @@ func (rw *responseWriter) FlushError() error {
 		}
 		fallthrough
 	case copying:
+		if rw.out.holding() {
+			return nil // the start of the body waits (see output)
+		}
 		if err := rw.out.Flush(); err != nil {
 			return err
 		}
@@ -278,7 +284,7 @@ func (rw *responseWriter) finish(abort bool) error {
 			err = cerr
 		}
 	}
-	if ferr := rw.out.Flush(); err == nil {
+	if ferr := rw.out.end(); err == nil {
 		err = ferr
 	}
 	if rw.mode != substituting {
