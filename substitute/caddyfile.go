@@ -31,8 +31,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	substitute [<matcher>] {
-//	    replace <find> <replacement> [once]    # literal text
-//	    regex <pattern> <replacement> [once]   # RE2; $1, ${name}, $$ in replacement
+//	    replace <find> <replacement> [once]    # literal text; $ is written as is
+//	    regex <pattern> <replacement> [once]   # RE2; $1, ${name}, $$ as regexp.Expand
 //	    types <media-type> ...                 # default: DefaultTypes
 //	    status <code|2xx> ...                  # default: every status with a body
 //	    priority longest|first                 # default longest

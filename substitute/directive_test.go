@@ -1,9 +1,11 @@
 package substitute_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
@@ -36,3 +38,36 @@ func TestDirectiveAlone(t *testing.T) {
 	}
 }
 
+// TestReplacementDollar: a literal rule writes $ as is, as nginx's sub_filter
+// and Caddy's replace-response do, so `replace "price" "$5"` is valid; a
+// regex rule reads $ references as regexp.Expand does.
+func TestReplacementDollar(t *testing.T) {
+	for _, tc := range []struct{ rule, wantErr string }{
+		{`replace "price" "$5"`, ""},
+		{`replace "a" "$1é $$"`, ""},
+		{`regex "(\d+)€" "${1}é"`, ""},
+		{`regex "(\d+)€" "$1é"`, `refers to group "1é"`},
+		{`regex "(\d+)€" "$01"`, `refers to group "01"`},
+	} {
+		caddyfileText := ":8080 {\n\tsubstitute {\n\t\t" + tc.rule + "\n\t}\n}\n"
+		err := adaptAndValidate(caddyfileText)
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s: %v", tc.rule, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: want an error containing %q, got %v", tc.rule, tc.wantErr, err)
+		}
+	}
+}
+
+func adaptAndValidate(caddyfileText string) error {
+	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfileText), nil)
+	if err != nil {
+		return err
+	}
+	var cfg caddy.Config
+	if err := json.Unmarshal(adapted, &cfg); err != nil {
+		return err
+	}
+	return caddy.Validate(&cfg)
+}

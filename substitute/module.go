@@ -90,9 +90,11 @@ type Rule struct {
 	Find string `json:"find"`
 	// Regex makes Find a regular expression (RE2 syntax).
 	Regex bool `json:"regex,omitempty"`
-	// Replace is the replacement: $1, ${name} and $0 refer to capture
-	// groups (regex rules), $$ is a literal $, and a known {placeholder}
-	// is expanded per request (its value is never expanded further).
+	// Replace is the replacement. A known {placeholder} is expanded per
+	// request (its value is never expanded further). In a regex rule, $1,
+	// ${name} and $0 refer to capture groups and $$ is a literal $, read
+	// as regexp.Expand reads them ($1é names a group "1é": write ${1}é);
+	// in a literal rule, $ is written as is ("$5" gives $5).
 	Replace string `json:"replace"`
 	// Once makes the rule stop taking part after its first match.
 	Once bool `json:"once,omitempty"`

@@ -101,9 +101,10 @@
 // after its first match; the start states for a reduced set of rules (once,
 // Stream.Restrict) are interned in the same cache.
 //
-// Replacement templates are parsed once: text, $1 ${name} $$ (Go's
-// regexp.Expand syntax) and {placeholder} variables resolved through Vars
-// once per stream. Capture groups are computed only for rules whose
+// Replacement templates are parsed once: text, {placeholder} variables
+// resolved through Vars once per stream, and, in regex rules only, $1
+// ${name} $$ read exactly as regexp.Expand reads them ($1é names the group
+// "1é"; write ${1}é). A literal rule's $ is plain text. Capture groups are computed only for rules whose
 // replacement uses them, after the match is known, over the rune program
 // (submatch.go): those of the leftmost-first parse of the matched text, by a
 // pooled backtracker that compares runs of literal bytes at once (a Pike VM

@@ -128,14 +128,24 @@ func reference(rules []Rule, prio Priority, vars Vars, input []byte) []byte {
 	return append(out, input[pos:]...)
 }
 
-var refToken = regexp.MustCompile(`\$\$|\$\{[A-Za-z0-9_]+\}|\$[A-Za-z0-9_]+|\{[A-Za-z0-9._-]+\}`)
+// refToken finds $ references as regexp.Expand reads them (a name is a run
+// of Unicode letters, digits and _) and {name} placeholders; refPlaceholder
+// finds placeholders alone, for literal rules, whose $ is plain text.
+var (
+	refToken       = regexp.MustCompile(`\$\$|\$\{[\pL\p{Nd}_]+\}|\$[\pL\p{Nd}_]+|\{[A-Za-z0-9._-]+\}`)
+	refPlaceholder = regexp.MustCompile(`\{[A-Za-z0-9._-]+\}`)
+)
 
 // refExpand expands a replacement with regexp.Expand for $ references and
 // vars for {name} placeholders.
 func refExpand(out []byte, r Rule, rx *regexp.Regexp, input []byte, idx []int, vars Vars) []byte {
 	tmpl := r.Replacement
 	last := 0
-	for _, loc := range refToken.FindAllStringIndex(tmpl, -1) {
+	tokens := refToken
+	if r.Literal {
+		tokens = refPlaceholder
+	}
+	for _, loc := range tokens.FindAllStringIndex(tmpl, -1) {
 		out = append(out, tmpl[last:loc[0]]...)
 		tok := tmpl[loc[0]:loc[1]]
 		last = loc[1]
@@ -143,11 +153,7 @@ func refExpand(out []byte, r Rule, rx *regexp.Regexp, input []byte, idx []int, v
 		case tok == "$$":
 			out = append(out, '$')
 		case tok[0] == '$':
-			if r.Literal {
-				out = append(out, input[idx[0]:idx[1]]...) // only $0 compiles
-			} else {
-				out = rx.Expand(out, []byte(tok), input, idx)
-			}
+			out = rx.Expand(out, []byte(tok), input, idx)
 		default:
 			v, ok := "", false
 			if vars != nil {

@@ -23,7 +23,7 @@ const (
 type Rule struct {
 	Pattern     string // literal text if Literal, else RE2 syntax
 	Literal     bool
-	Replacement string // $1, ${name}, $$ for $, and {placeholder} variables
+	Replacement string // {placeholder} variables; regex rules also $1, ${name}, $$ (regexp.Expand)
 	Once        bool   // the rule stops taking part after its first match
 }
 
@@ -202,7 +202,7 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 			return nil, fail("rule set too large: %v", c.err)
 		}
 		s.prog.start = append(s.prog.start, f.start)
-		t, err := parseTemplate(r.Replacement, func(name string) int {
+		t, err := parseTemplate(r.Replacement, !r.Literal, func(name string) []int {
 			return groupNumber(name, numGroups, names)
 		}, varIndex)
 		if err != nil {

@@ -605,8 +605,15 @@ func (st *Stream) replace(buf []byte, start, j, e, r int) {
 		case partGroup:
 			if p.group == 0 {
 				st.write(buf[j:e])
-			} else if idx != nil && idx[2*p.group] >= 0 {
-				st.write(idx2bytes(buf, idx, p.group))
+			} else if idx != nil {
+				// The first group of that name that took part, as Expand.
+				g := p.group
+				for k := 0; idx[2*g] < 0 && k < len(p.more); k++ {
+					g = p.more[k]
+				}
+				if idx[2*g] >= 0 {
+					st.write(idx2bytes(buf, idx, g))
+				}
 			}
 		case partVar:
 			st.write(st.lookup(p))
