@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"strconv"
 	"testing"
 	"time"
 	"unsafe"
@@ -59,5 +60,71 @@ func TestEvictionNeverDropsLiveWhileExpiredHeld(t *testing.T) {
 func TestShardIsOneCacheLine(t *testing.T) {
 	if n := unsafe.Sizeof(shard{}); n != 64 {
 		t.Fatalf("shard is %d bytes, want 64: adjust its padding", n)
+	}
+}
+
+// TestRefusedConfigKeepsZoneBound: a config that shares a memory zone with
+// the running one and sets a smaller max_keys changes nothing while it is
+// only provisioned, nor after it is refused (its Cleanup runs, as Caddy
+// does when a later module fails); the new bound applies once the running
+// config is cleaned up, that is once the new one has replaced it.
+func TestRefusedConfigKeepsZoneBound(t *testing.T) {
+	const name = "refused-bound"
+	c := &fakeClock{ns: int64(time.Hour)}
+	running := provision(t, &Handler{Zones: []*Zone{{Name: name, Rate: "1/1h"}}, Store: &Store{Type: "memory", MaxKeys: 64 * 100}}, c)
+	z := running.zones[0]
+	fill := func(from, n int) {
+		var out [1]outcome
+		for i := range n {
+			h := requestKey{text: "filler-" + strconv.Itoa(from+i)}.hash()
+			decideMemory(running.zones, []uint64{h}, c.ns, out[:])
+		}
+	}
+	fill(0, 300)
+	if !serve(t, running, "203.0.113.7", nil).passed {
+		t.Fatal("victim's first request rejected")
+	}
+	if serve(t, running, "203.0.113.7", nil).passed {
+		t.Fatal("victim's second request passed")
+	}
+
+	// The new config provisions (the zone is shared), then another module
+	// fails and Caddy cleans up what it provisioned.
+	ctx, cancel := newContext()
+	refused := &Handler{Zones: []*Zone{{Name: name, Rate: "1/1h"}}, Store: &Store{Type: "memory", MaxKeys: 64}}
+	refused.now = c.now
+	if err := refused.Provision(ctx); err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	fill(300, 300) // traffic while the new config is being loaded
+	cancel()       // runs refused.Cleanup
+	fill(600, 300)
+
+	if ev := z.table.evictions.Load(); ev != 0 {
+		t.Errorf("the refused config's max_keys 64 took hold: %d live keys evicted, %d held", ev, z.table.len())
+	}
+	if n := z.table.len(); n != 901 {
+		t.Errorf("zone holds %d keys, want all 901", n)
+	}
+	if serve(t, running, "203.0.113.7", nil).passed {
+		t.Fatal("victim over its limit let through after a refused config")
+	}
+
+	// A config that does replace the running one: its bound applies once
+	// the running one is cleaned up.
+	ctx2, cancel2 := newContext()
+	defer cancel2()
+	next := provisionIn(t, ctx2, &Handler{Zones: []*Zone{{Name: name, Rate: "1/1h"}}, Store: &Store{Type: "memory", MaxKeys: 64}}, c)
+	if ev := z.table.evictions.Load(); ev != 0 {
+		t.Fatalf("bound applied before the running config was replaced: %d evictions", ev)
+	}
+	_ = running.Cleanup()
+	var out [1]outcome
+	for i := range 300 {
+		h := requestKey{text: "after-" + strconv.Itoa(i)}.hash()
+		decideMemory(next.zones, []uint64{h}, c.ns, out[:])
+	}
+	if n := z.table.len(); n > 64 {
+		t.Fatalf("new config's max_keys 64 not applied after the old config's cleanup: %d keys held", n)
 	}
 }

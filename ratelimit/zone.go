@@ -42,6 +42,7 @@ type zone struct {
 	limit    limit
 	table    *memoryTable // memory store only
 	state    *zoneState
+	owner    any    // the config generation that claimed it
 	quoted   string // name as an sf-string
 	reject   error
 	counters zoneCounters
@@ -60,7 +61,24 @@ type zoneState struct {
 	owner any // the config generation that defined it last
 	def   string
 	table *memoryTable
+	// bounds is the max_keys each config generation holding the memory
+	// zone asked for; the table has the bound of applied, the generation
+	// that serves traffic. A new generation's bound waits until that one is
+	// cleaned up: Caddy provisions a new config while the old one runs, and
+	// a config refused after this zone was provisioned must change nothing.
+	bounds  map[any]*genBound
+	applied any
 }
+
+// genBound is one config generation's max_keys for a zone and how many of
+// its handlers hold the zone.
+type genBound struct {
+	maxKeys int
+	refs    int
+	seq     uint64 // order of first claim: the newest generation is next
+}
+
+var boundSeq atomic.Uint64
 
 func (*zoneState) Destruct() error { return nil }
 
@@ -93,17 +111,67 @@ func (z *zone) claim(owner any, store string, maxKeys int) error {
 	if maxKeys > 0 {
 		if st.table == nil {
 			st.table = newMemoryTable(maxKeys)
-		} else {
-			st.table.setMaxKeys(maxKeys)
 		}
+		st.claimBound(owner, maxKeys)
 		z.table = st.table
 	}
-	z.state, z.seq = st, st.seq
+	z.state, z.seq, z.owner = st, st.seq, owner
 	return nil
+}
+
+// claimBound records owner's max_keys (the last of its handlers sets it)
+// and applies it only if no other generation is serving with this zone.
+func (st *zoneState) claimBound(owner any, maxKeys int) {
+	if st.bounds == nil {
+		st.bounds = make(map[any]*genBound)
+	}
+	b := st.bounds[owner]
+	if b == nil {
+		b = &genBound{seq: boundSeq.Add(1)}
+		st.bounds[owner] = b
+	}
+	b.maxKeys = maxKeys
+	b.refs++
+	if st.applied == nil || st.applied == owner {
+		st.applied = owner
+		st.table.setMaxKeys(maxKeys)
+	}
+}
+
+// releaseBound forgets one of owner's handlers. When the generation that
+// serves is gone, the newest one left (the config that replaced it) sets
+// the bound; a generation that never served (refused) leaves it alone.
+func (st *zoneState) releaseBound(owner any) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	b := st.bounds[owner]
+	if b == nil {
+		return
+	}
+	if b.refs--; b.refs > 0 {
+		return
+	}
+	delete(st.bounds, owner)
+	if st.applied != owner {
+		return
+	}
+	st.applied = nil
+	var newest *genBound
+	for o, nb := range st.bounds {
+		if newest == nil || nb.seq > newest.seq {
+			newest, st.applied = nb, o
+		}
+	}
+	if newest != nil {
+		st.table.setMaxKeys(newest.maxKeys)
+	}
 }
 
 func (z *zone) release() {
 	if z.state != nil {
+		if z.table != nil {
+			z.state.releaseBound(z.owner)
+		}
 		_, _ = zones.Delete(z.name)
 		z.state = nil
 	}
