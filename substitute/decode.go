@@ -2,7 +2,9 @@ package substitute
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"runtime/debug"
 	"strings"
 	"sync"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zlib"
 	"github.com/klauspost/compress/zstd"
+	"go.uber.org/zap"
 )
 
 // encoding is a Content-Encoding that substitute can decode.
@@ -50,7 +53,41 @@ func parseEncoding(values []string) encoding {
 	return unknownEncoding
 }
 
-var errAborted = errors.New("substitute: response aborted")
+// testHookDecoded, when set by a test, sees every decoded write.
+var testHookDecoded func([]byte)
+
+var (
+	errAborted  = errors.New("substitute: response aborted")
+	errTrailing = errors.New("bytes after the end of the compressed stream")
+)
+
+// decodeError means the client must not take the body for complete: the
+// upstream body is not what its Content-Encoding says, or decoding it
+// panicked. The response is aborted (see ServeHTTP), as reverse_proxy
+// aborts one whose upstream body is cut short.
+//
+// What counts as not what the Content-Encoding says:
+//   - a stream cut short (truncated), whatever the framing that ended it;
+//   - corrupt data;
+//   - any byte after the end of a complete stream (trailing bytes). The
+//     body then is not a gzip, deflate, br or zstd stream, and accepting it
+//     would make the outcome depend on where upstream's writes happen to
+//     cut the body. Concatenated gzip members and zstd frames are part of
+//     those formats, not trailing bytes.
+//
+// An empty body is an empty body under any coding, as clients take it.
+type decodeError struct{ err error }
+
+func (e *decodeError) Error() string {
+	return "substitute: decoding the upstream body: " + e.err.Error()
+}
+func (e *decodeError) Unwrap() error { return e.err }
+
+// isDecodeError reports whether err means the response must be aborted.
+func isDecodeError(err error) bool {
+	var de *decodeError
+	return errors.As(err, &de)
+}
 
 // decoder turns the push-style writes of a compressed body into the
 // pull-style reads the decompressors need. The decompressor runs in its own
@@ -60,22 +97,29 @@ var errAborted = errors.New("substitute: response aborted")
 // the response at the same time, and a Flush after Write flushes everything
 // decoded so far (SSE and streaming through a compressed upstream).
 type decoder struct {
-	in   chan []byte
-	ack  chan struct{}
-	done chan struct{}
-	err  error // set before done is closed
+	in     chan []byte
+	ack    chan struct{}
+	done   chan struct{}
+	err    error // set before done is closed
+	logger *zap.Logger
 
 	// Owned by the decompressor goroutine (out until done is closed).
-	out     decodedOutput
-	cur     []byte
-	peek    []byte
-	pending bool // cur came from a Write still waiting for its ack
-	aborted bool // set before in is closed
+	out      decodedOutput
+	cur      []byte
+	peek     []byte
+	pending  bool // cur came from a Write still waiting for its ack
+	aborted  bool // set before in is closed
+	sawInput bool // a byte of the body arrived
+	sawAbort bool // the decompressor was told to stop (errAborted)
 }
 
-// newDecoder starts decoding enc into dst.
-func newDecoder(enc encoding, dst io.Writer) *decoder {
-	d := &decoder{in: make(chan []byte), ack: make(chan struct{}), done: make(chan struct{}), out: decodedOutput{Writer: dst}}
+// newDecoder starts decoding enc into dst. logger gets decode failures and
+// panics.
+func newDecoder(enc encoding, dst io.Writer, logger *zap.Logger) *decoder {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	d := &decoder{in: make(chan []byte), ack: make(chan struct{}), done: make(chan struct{}), out: decodedOutput{Writer: dst}, logger: logger}
 	go d.run(enc)
 	return d
 }
@@ -88,6 +132,9 @@ type decodedOutput struct {
 }
 
 func (o *decodedOutput) Write(p []byte) (int, error) {
+	if testHookDecoded != nil {
+		testHookDecoded(p)
+	}
 	n, err := o.Writer.Write(p)
 	if err != nil {
 		o.failed = true
@@ -95,8 +142,42 @@ func (o *decodedOutput) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// run decodes until the body ends and sets d.err. A panic here (in a
+// decompressor or in the engine it writes to) would take the whole process
+// down, not one request: it is recovered, logged with its stack, counted,
+// and aborts this response only.
 func (d *decoder) run(enc encoding) {
 	defer close(d.done)
+	defer func() {
+		if v := recover(); v != nil {
+			metrics.panics.Inc()
+			d.logger.Error("panic decoding an upstream body; response aborted",
+				zap.Any("panic", v), zap.String("stack", string(debug.Stack())))
+			d.err = &decodeError{fmt.Errorf("panic: %v", v)}
+		}
+	}()
+	err := d.decode(enc)
+	if err == nil {
+		err = d.trailing()
+	}
+	switch {
+	case err == nil, d.sawAbort, errors.Is(err, errAborted):
+	case d.out.failed:
+		// Writing the decoded body failed: the client went away, which is
+		// not the upstream's fault.
+	case !d.sawInput:
+		err = nil // an empty body
+	default:
+		metrics.decodeFailures.Inc()
+		d.logger.Warn("upstream body failed to decode; response aborted",
+			zap.String("content_encoding", enc.String()), zap.Error(err))
+		err = &decodeError{fmt.Errorf("%s: %w", enc, err)}
+	}
+	d.err = err
+}
+
+// decode runs the decompressor for enc over the body, into d.out.
+func (d *decoder) decode(enc encoding) error {
 	dst := &d.out
 	var err error
 	switch enc {
@@ -135,7 +216,42 @@ func (d *decoder) run(enc encoding) {
 		}
 		zstdReaders.Put(zr)
 	}
-	d.err = err
+	return err
+}
+
+// trailing reads what follows a complete stream: nothing (io.EOF) is
+// fine, anything else is errTrailing, whichever write it comes in. The
+// decompressors stop at the end of their stream (brotli reports excess
+// input it already read; gzip and zstd read on for another member or
+// frame), so bytes after it are still here, or yet to come.
+func (d *decoder) trailing() error {
+	if len(d.peek) > 0 || len(d.cur) > 0 {
+		return errTrailing
+	}
+	switch err := d.fill(); err {
+	case nil:
+		return errTrailing
+	case io.EOF:
+		return nil
+	default:
+		return err
+	}
+}
+
+func (e encoding) String() string {
+	switch e {
+	case identity:
+		return "identity"
+	case encGzip:
+		return "gzip"
+	case encDeflate:
+		return "deflate"
+	case encBrotli:
+		return "br"
+	case encZstd:
+		return "zstd"
+	}
+	return "unknown"
 }
 
 // runDeflate decodes "deflate", which HTTP defines as the zlib format; raw
@@ -217,11 +333,12 @@ func (d *decoder) fill() error {
 		chunk, ok := <-d.in
 		if !ok {
 			if d.aborted {
+				d.sawAbort = true
 				return errAborted
 			}
 			return io.EOF
 		}
-		d.cur, d.pending = chunk, true
+		d.cur, d.pending, d.sawInput = chunk, true, true
 	}
 	return nil
 }
@@ -240,10 +357,10 @@ func (d *decoder) Write(p []byte) (int, error) {
 	case <-d.ack:
 		return len(p), nil
 	case <-d.done:
-		if d.err != nil {
-			return 0, d.err
-		}
-		return len(p), nil // the stream ended; trailing bytes are ignored
+		// Decoding failed, on this chunk or on trailing bytes in it: the
+		// decoder reads on after the end of the stream, so it never ends
+		// early on success.
+		return 0, d.doneErr()
 	}
 }
 
@@ -255,8 +372,9 @@ func (d *decoder) doneErr() error {
 }
 
 // Close ends the input and waits for the decompressor to finish. With abort
-// set the decompressor stops without writing anything more. After Close,
-// d.out.failed tells an error writing the decoded body from one decoding it.
+// set the decompressor stops without writing anything more. The error is a
+// *decodeError (see isDecodeError) when the response must be aborted,
+// errAborted, or an error writing the decoded body (the client went away).
 func (d *decoder) Close(abort bool) error {
 	select {
 	case <-d.done:

@@ -8,7 +8,8 @@ import (
 // FuzzResponse feeds arbitrary upstream responses (body, Content-Type,
 // Content-Encoding, write sizes) through the handler. Whatever the input it
 // must neither panic nor hang; a body sent compressed must come out as the
-// same body sent plain; and the output must not depend on write sizes.
+// same body sent plain; and neither the output nor whether the response
+// aborts may depend on write sizes.
 func FuzzResponse(f *testing.F) {
 	f.Add([]byte(`<a href="https://origin.example/x">id-42</a>`), uint8(0), uint16(3), "text/html; charset=utf-8")
 	f.Add([]byte("origin.example"), uint8(0x81), uint16(1), "text/plain")
@@ -27,13 +28,23 @@ func FuzzResponse(f *testing.F) {
 			sent = compress(t, e, body)
 		}
 		hdr := map[string]string{"Content-Type": ctype, "Content-Encoding": e}
-		got := serve(t, h, request("GET", "/"), origin(200, hdr, sent, int(chunk)%4096+1)).Body.Bytes()
+		o := serveChunks(t, h, hdr, chunked(sent, int(chunk)%4096+1))
+		got := o.body
 		if !compressed {
-			whole := serve(t, h, request("GET", "/"), origin(200, hdr, sent, len(sent)+1)).Body.Bytes()
-			if !bytes.Equal(got, whole) {
-				t.Fatalf("output depends on write sizes: %q vs %q", got, whole)
+			// Whether the response aborts (a body that is not what its
+			// Content-Encoding says), and a complete body, must not depend
+			// on write sizes either.
+			whole := serveChunks(t, h, hdr, chunked(sent, len(sent)+1))
+			if o.clientSees() != whole.clientSees() {
+				t.Fatalf("outcome depends on write sizes: %s vs %s", o.clientSees(), whole.clientSees())
+			}
+			if o.clientSees() == "complete" && !bytes.Equal(got, whole.body) {
+				t.Fatalf("output depends on write sizes: %q vs %q", got, whole.body)
 			}
 			return
+		}
+		if o.clientSees() != "complete" {
+			t.Fatalf("%s body of type %q aborted", e, ctype)
 		}
 		if !h.typeMatches(mediaTypeOf(ctype)) {
 			if !bytes.Equal(got, sent) {

@@ -46,7 +46,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		err = next.ServeHTTP(rw, r)
 	}
 	if err != nil {
-		_ = rw.finish(true)
+		if isDecodeError(rw.finish(true)) {
+			panic(http.ErrAbortHandler) // see below
+		}
 		return err
 	}
 	if rw.mode == discarding { // a partial body that was not, or could not be, retried
@@ -54,6 +56,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			fmt.Errorf("substitute: partial response (206) of a substitutable type to a request that cannot be retried without Range"))
 	}
 	if ferr := rw.finish(false); ferr != nil {
+		if isDecodeError(ferr) {
+			// The body is cut short, corrupt or followed by trailing bytes,
+			// or decoding it panicked: end the response so that the client
+			// sees it broken (HTTP/1.1: no last chunk; HTTP/2: stream
+			// reset), as reverse_proxy does for a short upstream body.
+			panic(http.ErrAbortHandler)
+		}
 		h.logger.Debug("substituting response body", zap.Error(ferr))
 	}
 	return nil

@@ -15,6 +15,7 @@ var metrics = struct {
 	dropped        prometheus.Counter
 	rangeRetries   prometheus.Counter
 	decodeFailures prometheus.Counter
+	panics         prometheus.Counter
 	all            []prometheus.Collector
 
 	// Label values resolved once, so counting allocates nothing.
@@ -49,11 +50,15 @@ func init() {
 		Namespace: ns, Subsystem: sub, Name: "decode_errors_total",
 		Help: "Compressed upstream bodies that failed to decode (the response was cut short).",
 	})
+	m.panics = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: ns, Subsystem: sub, Name: "panics_total",
+		Help: "Panics recovered in substitute's own goroutines (decoding a compressed body); each aborted its response and was logged with its stack.",
+	})
 	m.substituted = m.responses.WithLabelValues("substituted")
 	m.skipped = m.responses.WithLabelValues("skipped")
 	m.memoUnscanned = m.memoHits.WithLabelValues("none")
 	m.memoRestricted = m.memoHits.WithLabelValues("restricted")
-	m.all = []prometheus.Collector{m.responses, m.memoHits, m.memoMisses, m.dropped, m.rangeRetries, m.decodeFailures}
+	m.all = []prometheus.Collector{m.responses, m.memoHits, m.memoMisses, m.dropped, m.rangeRetries, m.decodeFailures, m.panics}
 }
 
 // registerMetrics adds the collectors to a config's registry; registering

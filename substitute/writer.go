@@ -8,7 +8,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"go.uber.org/zap"
 
 	"github.com/caddy-edgekit/edgekit/substitute/engine"
 )
@@ -156,7 +155,7 @@ func (rw *responseWriter) WriteHeader(status int) {
 		rw.body = &rw.out
 	}
 	if enc != identity {
-		rw.dec = newDecoder(enc, rw.body)
+		rw.dec = newDecoder(enc, rw.body, rw.h.logger)
 		rw.body = rw.dec
 	}
 	rw.ResponseWriter.WriteHeader(status)
@@ -269,11 +268,9 @@ func (rw *responseWriter) finish(abort bool) error {
 	var err error
 	if rw.dec != nil {
 		err = rw.dec.Close(abort || rw.writeErr != nil)
-		upstreamFault := err != nil && err != errAborted && !rw.dec.out.failed
 		rw.dec = nil
-		if upstreamFault {
-			metrics.decodeFailures.Inc()
-			rw.h.logger.Warn("upstream body failed to decode; response cut short", zap.Error(err))
+		if isDecodeError(err) {
+			return err // logged and counted by the decoder; nothing more is written
 		}
 	}
 	if abort {
