@@ -39,6 +39,12 @@ var benchCases = []struct {
 		hdr("Forwarded", strings.Repeat("for=x;", 1365))},
 	{"forwarded/8KiB-garbage-pairs", `{"trusted_proxies":["10.0.0.0/8"],"hops":3,"forwarded":true}`,
 		hdr("Forwarded", strings.Repeat("a=b;", 2048))},
+	// What a caller writes left of the client is never read: the cost is
+	// that of the plain 3-hop chain.
+	{"xff/1MiB-caller-padding", `{"trusted_proxies":["10.0.0.0/8"],"hops":3}`,
+		hdr("X-Forwarded-For", strings.Repeat("x, ", 1<<20/3)+"203.0.113.7, 10.1.1.1, 10.2.2.2")},
+	{"forwarded/1MiB-caller-padding", `{"trusted_proxies":["10.0.0.0/8"],"hops":3,"forwarded":true}`,
+		hdr("Forwarded", strings.Repeat(`for="x, `, 1<<20/8)+"for=203.0.113.7, for=10.1.1.1, for=10.2.2.2")},
 	{"forwarded/8KiB-garbage-quotes", `{"trusted_proxies":["10.0.0.0/8"],"hops":3,"forwarded":true}`,
 		hdr("Forwarded", "for=x;for="+strings.Repeat(`"x"`, 2700))},
 }

@@ -5,10 +5,14 @@ import (
 	"strings"
 )
 
-// maxHops bounds `hops`; maxChainFields and maxChainBytes bound how long a
-// chain may be before it is not believed at all. No real path has more than
-// a handful of proxies, and the bounds keep the work per request small
-// whatever a caller sends.
+// maxHops bounds `hops`; maxChainFields and maxChainBytes bound how much of
+// a chain is read before it is not believed at all. They count only what is
+// parsed: from the right end of the last header line through the client
+// entry (the client's leading whitespace excluded), empty members and lines
+// included. Whatever a caller wrote further left is never read, so no amount
+// of it changes the outcome. No real path has more than a handful of
+// proxies, and the bounds keep the work per request small even when the
+// edge passes a caller's header through untouched.
 const (
 	maxHops        = 16
 	maxChainFields = 64
@@ -18,15 +22,6 @@ const (
 	// with more than maxPairs is not one a proxy wrote.
 	maxPairs = 16
 )
-
-// tooLong reports whether header lines exceed maxChainBytes in total.
-func tooLong(lines []string) bool {
-	n := 0
-	for _, line := range lines {
-		n += len(line)
-	}
-	return n > maxChainBytes
-}
 
 // member is one entry of the forwarding chain as read from a header.
 type member struct {
@@ -45,109 +40,160 @@ type members struct {
 	n int
 }
 
-// xffTooLong reports whether the X-Forwarded-For lines are longer than
-// maxChainBytes or hold more than maxChainFields comma-separated fields
-// (empty ones included): cheap, vectorised checks.
-func xffTooLong(lines []string) bool {
-	if tooLong(lines) {
-		return true
-	}
-	fields := 0
-	for _, line := range lines {
-		fields += strings.Count(line, ",") + 1
-		if fields > maxChainFields {
-			return true
-		}
-	}
-	return false
+// chainScan walks header lines from the right, keeping the caps. Bytes
+// left of a line's floor lie beyond maxChainBytes.
+type chainScan struct {
+	budget int // bytes left for the lines not yet entered
+	fields int
 }
+
+func newChainScan() chainScan { return chainScan{budget: maxChainBytes} }
+
+// floor returns the lowest index of line that still fits in the budget.
+func (s *chainScan) floor(line string) int { return len(line) - s.budget }
+
+// field counts one more member (empty ones too) and reports whether that is
+// one too many.
+func (s *chainScan) field() bool {
+	s.fields++
+	return s.fields > maxChainFields
+}
+
+// leave charges a line passed in full.
+func (s *chainScan) leave(line string) { s.budget -= len(line) }
 
 // lastXFF collects the rightmost `want` non-empty entries of the
 // X-Forwarded-For lines (joined in order), walking from the right without
 // splitting. It stops at the first entry that is not an address, since
 // nothing left of it can be believed, and gives up on an entry as soon as
-// it is longer than any address or holds a character none has: the work
-// depends on the entries read, not on what the caller wrote further left.
-func lastXFF(lines []string, want int, out *members) {
+// it is longer than any address or holds a character none has. It reports
+// true when the part it had to read breaks the caps. It never reads left of
+// the last entry it collects (but for the whitespace before it, to find
+// that the entry ends there), so what a caller wrote there costs nothing
+// and changes nothing.
+func lastXFF(lines []string, want int, out *members) (chainTooLong bool) {
 	out.n = 0
+	scan := newChainScan()
 	for li := len(lines) - 1; li >= 0 && out.n < want; li-- {
 		line := lines[li]
+		floor := scan.floor(line)
 		end := len(line)
-		for out.n < want {
+		for {
+			if scan.field() {
+				return true
+			}
 			tokEnd := end
 			for tokEnd > 0 && isOWS(line[tokEnd-1]) {
+				if tokEnd-1 < floor {
+					return true
+				}
 				tokEnd--
 			}
 			tokStart := tokEnd
 			for tokStart > 0 && line[tokStart-1] != ',' && !isOWS(line[tokStart-1]) {
+				if tokStart-1 < floor {
+					return true
+				}
 				if tokEnd-tokStart >= maxNodeLen || !isNodeChar(line[tokStart-1]) {
 					out.m[out.n] = member{} // invalid
 					out.n++
-					return
+					return false
 				}
 				tokStart--
 			}
 			start := tokStart
-			for start > 0 && isOWS(line[start-1]) {
-				start--
-			}
-			if start > 0 && line[start-1] != ',' { // "a b": two words in one entry
-				out.m[out.n] = member{}
-				out.n++
-				return
-			}
 			if tokStart < tokEnd {
+				// The whitespace before the last entry wanted is the
+				// separator's: not counted, so the outcome is the same
+				// whether the edge appended to the caller's line or added
+				// its own.
+				last := out.n == want-1
+				for start > 0 && isOWS(line[start-1]) {
+					if !last && start-1 < floor {
+						return true
+					}
+					start--
+				}
+				if start > 0 && line[start-1] != ',' { // "a b": two words in one entry
+					out.m[out.n] = member{}
+					out.n++
+					return false
+				}
 				addr, text, ok := parseNode(line[tokStart:tokEnd])
 				out.m[out.n] = member{addr: addr, text: text, valid: ok, line: li, offset: tokStart}
 				out.n++
-				if !ok {
-					return
+				if !ok || out.n == want {
+					return false
 				}
 			}
 			if start == 0 {
 				break
 			}
+			if start-1 < floor { // the comma
+				return true
+			}
 			end = start - 1
 		}
+		scan.leave(line)
 	}
+	return false
 }
 
 func isOWS(c byte) bool { return c == ' ' || c == '\t' }
 
 // lastForwarded collects the `for=` nodes of the rightmost `want` elements
-// of the RFC 7239 Forwarded lines, rightmost first. Quoted strings may hold
-// commas, so the field is read left to right into a ring of `want` slots.
-// It reports true, reading nothing, when the field is longer than
-// maxChainBytes, and stops as soon as it has more than maxChainFields
-// elements.
+// of the RFC 7239 Forwarded lines, rightmost first, reading from the right
+// like lastXFF. An element ends at the nearest comma on its left: a
+// quoted-string in what is parsed may not hold a comma (no proxy writes
+// one in for, by, host or proto), which is what lets the parse start at
+// the right end and stop at the client's element. An element split by
+// such a comma is malformed, hence invalid.
 func lastForwarded(lines []string, want int, out *members) (chainTooLong bool) {
-	if tooLong(lines) {
-		return true
-	}
-	var ring members
-	total := 0
-	for _, line := range lines {
-		for i := 0; ; {
-			elem, next, empty := forwardedElement(line, i)
-			if !empty {
-				total++
-				if total > maxChainFields {
+	out.n = 0
+	scan := newChainScan()
+	for li := len(lines) - 1; li >= 0 && out.n < want; li-- {
+		line := lines[li]
+		floor := scan.floor(line)
+		end := len(line)
+		for {
+			if scan.field() {
+				return true
+			}
+			// Find the element's start and its first non-whitespace byte.
+			// Whitespace beyond the floor is allowed only before the last
+			// element wanted (see lastXFF); anything else there is too long.
+			last := out.n == want-1
+			start, first := end, end
+			for start > 0 && line[start-1] != ',' {
+				start--
+				if !isOWS(line[start]) {
+					if start < floor {
+						return true
+					}
+					first = start
+				} else if start < floor && !last {
 					return true
 				}
-				if want > 0 {
-					ring.m[(total-1)%want] = elem
-				}
 			}
-			if next >= len(line) {
+			if first < end { // not an empty element, which the list syntax ignores
+				elem, _, _ := forwardedElement(line[first:end], 0)
+				out.m[out.n] = elem
+				out.n++
+				if !elem.valid || out.n == want {
+					return false
+				}
+			} else if start < floor {
+				return true
+			}
+			if start == 0 {
 				break
 			}
-			i = next + 1 // past the comma
+			if start-1 < floor { // the comma
+				return true
+			}
+			end = start - 1
 		}
-	}
-	out.n = 0
-	for k := 0; k < want && k < total; k++ {
-		out.m[k] = ring.m[(total-1-k)%want]
-		out.n++
+		scan.leave(line)
 	}
 	return false
 }

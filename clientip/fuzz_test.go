@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -63,16 +64,22 @@ func FuzzForwardedFor(f *testing.F) {
 		header := http.Header{"X-Forwarded-For": {line1, line2}}
 		res := h.resolver.resolve(fuzzEdgePeer, header)
 
-		// Reference.
+		// Reference. The caps count the fields from the right through the
+		// client's; the byte cap is left to FuzzCallerPrefix and the unit
+		// tests.
+		if len(line1)+len(line2) > maxChainBytes {
+			return
+		}
 		var chain []string
-		for field := range strings.SplitSeq(line1+","+line2, ",") {
-			if field = strings.Trim(field, " \t"); field != "" {
-				chain = append(chain, field)
+		fields, parsed := strings.Split(line1+","+line2, ","), 0
+		for i := len(fields) - 1; i >= 0 && len(chain) < n; i-- {
+			parsed++
+			if field := strings.Trim(fields[i], " \t"); field != "" {
+				chain = append([]string{field}, chain...)
 			}
 		}
-		fields := strings.Count(line1, ",") + strings.Count(line2, ",") + 2
 		want, wantVia := netip.MustParseAddr("10.0.0.1"), false
-		if fields <= maxChainFields && len(chain) >= n {
+		if parsed <= maxChainFields && len(chain) >= n {
 			ok := true
 			for i := 1; i < n; i++ { // the span, peer excluded
 				addr, _, valid := parseNode(chain[len(chain)-i])
@@ -181,5 +188,73 @@ func FuzzSingleHeader(f *testing.F) {
 			t.Fatalf("header %q: got %s via_edge %v, reference %s", value, res.client, res.viaEdge(), want)
 		}
 		checkBypass(t, h, http.Header{"X-Client": {value}})
+	})
+}
+
+// FuzzCallerPrefix asserts the property behind issue 14, item 3: whatever a
+// caller writes left of the client entry (any bytes, any number of members
+// or header lines) changes neither the client, nor whether the request came
+// through the edge, nor why not, nor the X-Forwarded-For sent upstream. The
+// edge's part is `edge` ('\n' separates header lines); the caller's prefix
+// goes on lines of its own or on the edge's first line, before ", " or ",",
+// as edges append. When the edge's part alone is too short to hold the
+// client, the client comes from the prefix and there is nothing to compare.
+func FuzzCallerPrefix(f *testing.F) {
+	for _, seed := range []struct {
+		prefix, edge string
+		hops, mode   uint8
+	}{
+		{strings.Repeat(",", 64), "6.6.6.6", 0, 0},             // 64 empty members
+		{strings.Repeat("x", 8<<10), "6.6.6.6", 0, 2},          // 8 KiB of junk
+		{strings.Repeat("1.1.1.1\n", 80), "6.6.6.6", 0, 0},     // many header lines
+		{strings.Repeat(" ", 9000), "6.6.6.6\n10.1.1.1", 1, 2}, // spaces, two hops over two lines
+		{`for="oops;`, "for=6.6.6.6", 0, 3},                    // Forwarded: an unterminated quote
+		{strings.Repeat("for=1.1.1.1,", 70), `for="[2001:db8::1]:80";proto=https`, 0, 1},
+		{"x", " 6.6.6.6", 0, 4}, // header mode, span from X-Forwarded-For
+		{"junk", "unknown", 0, 0},
+		{"", "6.6.6.6" + strings.Repeat(",", 63), 0, 0},
+		{"", "6.6.6.6" + strings.Repeat(" ", 8185), 0, 0},
+	} {
+		f.Add(seed.prefix, seed.edge, seed.hops, seed.mode)
+	}
+	configs := []string{
+		`{"trusted_proxies":["10.0.0.0/8"],"hops":%d}`,
+		`{"trusted_proxies":["10.0.0.0/8"],"forwarded":true,"hops":%d}`,
+		`{"trusted_proxies":["10.0.0.0/8"],"header":"X-Client","hops":%d}`,
+	}
+	handlers := make([]handlersByHops, len(configs))
+	for i, format := range configs {
+		handlers[i] = handlersByHops{format, map[int]*Handler{}}
+	}
+	f.Fuzz(func(t *testing.T, prefix, edge string, hops, mode uint8) {
+		kind := int(mode) % len(configs)
+		h, n := handlers[kind].get(t, hops%4) // deep chains add little but time
+		name := "X-Forwarded-For"
+		if kind == 1 {
+			name = "Forwarded"
+		}
+		sep := ", "
+		if mode/8%2 == 1 {
+			sep = ","
+		}
+		edgeLines := strings.Split(edge, "\n")
+		alone := http.Header{name: edgeLines, "X-Client": {"203.0.113.7"}}
+		want := h.resolver.resolve(fuzzEdgePeer, alone)
+		if want.reason == reasonShortChain {
+			return
+		}
+		padded := http.Header{name: joinLines(strings.Split(prefix, "\n"), edgeLines, mode/4%2 == 0, sep), "X-Client": {"203.0.113.7"}}
+		got := h.resolver.resolve(fuzzEdgePeer, padded)
+		if got.client != want.client || got.source != want.source || got.reason != want.reason {
+			t.Fatalf("hops %d, %s %q: client %s source %s reason %q; with the caller's prefix %q: client %s source %s reason %q",
+				n, name, edge, want.client, want.source, want.reason, prefix, got.client, got.source, got.reason)
+		}
+		if want.viaEdge() {
+			cleanXFF(alone, &want, want.client.String())
+			cleanXFF(padded, &got, got.client.String())
+			if !slices.Equal(alone["X-Forwarded-For"], padded["X-Forwarded-For"]) {
+				t.Fatalf("X-Forwarded-For upstream: %q alone, %q with the caller's prefix %q", alone["X-Forwarded-For"], padded["X-Forwarded-For"], prefix)
+			}
+		}
 	})
 }

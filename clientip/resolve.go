@@ -31,7 +31,7 @@ const (
 	reasonUntrustedHop        // a member of the trusted span is not in trusted_proxies
 	reasonShortChain          // fewer chain members than hops (+ the client entry)
 	reasonInvalid             // garbage, `unknown` or obfuscated where an address is needed
-	reasonTooLong             // more than maxChainFields fields or maxChainBytes bytes
+	reasonTooLong             // what had to be parsed exceeds maxChainFields fields or maxChainBytes bytes
 	numReasons
 )
 
@@ -91,18 +91,15 @@ func (rs *resolver) resolve(remoteAddr string, header http.Header) resolution {
 	}
 	var chain members
 	if want > 0 {
+		var tooLong bool
 		if rs.source == sourceForwarded {
-			if lastForwarded(header["Forwarded"], want, &chain) {
-				res.reason = reasonTooLong
-				return res
-			}
+			tooLong = lastForwarded(header["Forwarded"], want, &chain)
 		} else {
-			lines := header["X-Forwarded-For"]
-			if xffTooLong(lines) {
-				res.reason = reasonTooLong
-				return res
-			}
-			lastXFF(lines, want, &chain)
+			tooLong = lastXFF(header["X-Forwarded-For"], want, &chain)
+		}
+		if tooLong {
+			res.reason = reasonTooLong
+			return res
 		}
 	}
 	for i := 0; i < rs.hops-1; i++ {
