@@ -87,7 +87,7 @@ type Secret struct {
 	// Header name, e.g. X-Edge-Secret.
 	Header string `json:"header,omitempty"`
 	// The value; placeholders such as {env.EDGE_SECRET} are expanded when
-	// the config loads.
+	// the config loads, and each must resolve to something non-empty.
 	Value string `json:"value,omitempty"`
 }
 
@@ -142,7 +142,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	if h.Secret != nil {
 		rs.secretHeader = http.CanonicalHeaderKey(h.Secret.Header)
-		rs.secret = caddy.NewReplacer().ReplaceKnown(h.Secret.Value, "")
+		var err error
+		if rs.secret, err = expandSecret(h.Secret.Header, h.Secret.Value); err != nil {
+			return err
+		}
 	}
 
 	h.strip = h.strip[:0]
@@ -194,9 +197,6 @@ func (h *Handler) Validate() error {
 	if h.Secret != nil {
 		if err := validHeaderName("secret", h.Secret.Header); err != nil {
 			return err
-		}
-		if h.resolver.secret == "" {
-			return fmt.Errorf("client_ip: secret %s: value %q is empty after placeholder expansion: set the environment variable or give the value", h.Secret.Header, h.Secret.Value)
 		}
 	}
 	for _, name := range h.Strip {

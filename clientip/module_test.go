@@ -7,6 +7,7 @@ import (
 
 func TestValidateRefuses(t *testing.T) {
 	t.Setenv("CLIENTIP_TEST_EMPTY", "")
+	t.Setenv("CLIENTIP_TEST_SET", "s3cret")
 	for _, tc := range []struct{ config, want string }{
 		{`{"trusted_proxies":["10.0.0.0/8"],"hops":0}`, "hops 0: must be 1..16 (number of proxy layers in front of Caddy)"},
 		{`{"trusted_proxies":["10.0.0.0/8"],"hops":17}`, "hops 17: must be 1..16"},
@@ -21,9 +22,14 @@ func TestValidateRefuses(t *testing.T) {
 		{`{"trusted_proxies":["::/1","8000::/1"]}`, "covers every IPv6 address"},
 		{`{"trusted_proxies":["10.0.0.0/33"]}`, "trusted_proxies: parsing CIDR expression"},
 		{`{"trusted_proxies":["example.com"]}`, "trusted_proxies: invalid IP address"},
-		{`{"secret":{"header":"X-Edge-Secret","value":"{env.CLIENTIP_TEST_EMPTY}"}}`, `secret X-Edge-Secret: value "{env.CLIENTIP_TEST_EMPTY}" is empty after placeholder expansion`},
-		{`{"secret":{"header":"X-Edge-Secret","value":"{env.CLIENTIP_TEST_SURELY_UNSET}"}}`, "is empty after placeholder expansion: set the environment variable"},
-		{`{"secret":{"header":"X-Edge-Secret","value":""}}`, "is empty after placeholder expansion"},
+		{`{"secret":{"header":"X-Edge-Secret","value":"{env.CLIENTIP_TEST_EMPTY}"}}`, `secret X-Edge-Secret: placeholder {env.CLIENTIP_TEST_EMPTY} is empty or unset: set the environment variable CLIENTIP_TEST_EMPTY`},
+		{`{"secret":{"header":"X-Edge-Secret","value":"{env.CLIENTIP_TEST_SURELY_UNSET}"}}`, "placeholder {env.CLIENTIP_TEST_SURELY_UNSET} is empty or unset: set the environment variable CLIENTIP_TEST_SURELY_UNSET"},
+		// Part of the value unset: the rest alone ("abc") would be a secret
+		// anyone can guess.
+		{`{"secret":{"header":"X-Edge-Secret","value":"{env.CLIENTIP_TEST_SURELY_UNSET}abc"}}`, "secret X-Edge-Secret: placeholder {env.CLIENTIP_TEST_SURELY_UNSET} is empty or unset"},
+		{`{"secret":{"header":"X-Edge-Secret","value":"abc{env.CLIENTIP_TEST_EMPTY}def"}}`, "placeholder {env.CLIENTIP_TEST_EMPTY} is empty or unset"},
+		{`{"secret":{"header":"X-Edge-Secret","value":"{env.CLIENTIP_TEST_SET}{nosuch.placeholder}"}}`, "placeholder {nosuch.placeholder} is empty or unset: write the value literally"},
+		{`{"secret":{"header":"X-Edge-Secret","value":""}}`, "secret X-Edge-Secret: value is empty: give the edge's secret"},
 		{`{"secret":{"header":"X Edge","value":"v"}}`, `secret "X Edge": not a valid header name`},
 		{`{"trusted_proxies":["10.0.0.0/8"],"header":"Bad:Name"}`, `header "Bad:Name": not a valid header name`},
 		{`{"trusted_proxies":["10.0.0.0/8"],"header":"x-forwarded-for"}`, "is a list, not a single value"},

@@ -225,7 +225,7 @@ http://127.0.0.1:{$HTTP_PORT} {
 	for _, tc := range []struct{ name, option, want string }{
 		{"hops 0", "hops 0", "hops 0: must be 1..16 (number of proxy layers in front of Caddy)"},
 		{"unset env secret", "secret X-Edge-Secret {env.EDGEKIT_TEST_NEVER_SET}",
-			`client_ip: secret X-Edge-Secret: value "{env.EDGEKIT_TEST_NEVER_SET}" is empty after placeholder expansion: set the environment variable or give the value`},
+			`client_ip: secret X-Edge-Secret: placeholder {env.EDGEKIT_TEST_NEVER_SET} is empty or unset: set the environment variable EDGEKIT_TEST_NEVER_SET before Caddy starts`},
 		{"everything trusted", "trusted_proxies 0.0.0.0/0", "client_ip: trusted_proxies covers every IPv4 address"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
