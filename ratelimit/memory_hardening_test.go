@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
@@ -126,5 +127,54 @@ func TestRefusedConfigKeepsZoneBound(t *testing.T) {
 	}
 	if n := z.table.len(); n > 64 {
 		t.Fatalf("new config's max_keys 64 not applied after the old config's cleanup: %d keys held", n)
+	}
+}
+
+// TestEvictionOrderRandomized checks the same rule against a brute-force
+// scan of the shard, over random traffic: callers returning (their TAT
+// moves on, with bursts), new callers, time jumps and max_keys changes.
+// Whenever a new key needs room in a full shard that holds an expired key,
+// no live key may be evicted.
+func TestEvictionOrderRandomized(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 10))
+	z := tableZone("evict-random", 64*24, "10/s", 5)
+	zs := []*zone{z}
+	var out [1]outcome
+	now := int64(time.Hour)
+	pool := make([]uint64, 5000)
+	for i := range pool {
+		pool[i] = rng.Uint64()
+	}
+	checked := 0
+	for step := range 200_000 {
+		switch r := rng.IntN(1000); {
+		case r == 0:
+			z.table.setMaxKeys(64 * (4 + rng.IntN(40)))
+		case r < 300:
+			now += rng.Int64N(int64(200 * time.Microsecond))
+		}
+		h := pool[rng.IntN(len(pool))]
+		s := z.table.shard(h)
+		_, exists := s.m[h]
+		expired := 0
+		for _, tat := range s.m {
+			if tat <= now {
+				expired++
+			}
+		}
+		// Room for one more; after a max_keys cut, more than one.
+		need := len(s.m) - int(z.table.perShard.Load()) + 1
+		before := z.table.evictions.Load()
+		decideMemory(zs, []uint64{h}, now, out[:])
+		if !exists && need > 0 && expired > 0 {
+			checked++
+			if ev := z.table.evictions.Load() - before; ev > uint64(max(0, need-expired)) {
+				t.Fatalf("step %d: %d live keys evicted to make room for %d while the shard held %d expired", step, ev, need, expired)
+			}
+		}
+	}
+	// Both cases must have come up, or the test checks nothing.
+	if checked < 1000 || z.table.evictions.Load() < 1000 {
+		t.Fatalf("%d insertions into a full shard holding an expired key, %d evictions: want both >= 1000", checked, z.table.evictions.Load())
 	}
 }
