@@ -60,7 +60,7 @@ func TestBrotliEncodeEndToEnd(t *testing.T) {
 	}
 	reverse_proxy ` + origin
 	c := StartCaddy(t, `
-http://127.0.0.1:{$HTTP_PORT} {`+site+`
+http://{$HOST}:{$HTTP_PORT} {`+site+`
 }
 https://localhost:{$HTTPS_PORT} {
 	tls internal`+site+`
@@ -124,6 +124,9 @@ https://localhost:{$HTTPS_PORT} {
 					t.Fatal(err)
 				}
 				defer resp.Body.Close()
+				if resp.StatusCode != 200 {
+					t.Fatalf("GET /events: status %d", resp.StatusCode)
+				}
 				if got := resp.Header.Get("Content-Encoding"); got != "br" {
 					t.Fatalf("event stream Content-Encoding %q, want br", got)
 				}
@@ -150,7 +153,7 @@ https://localhost:{$HTTPS_PORT} {
 	}
 
 	t.Run("refused reload keeps serving", func(t *testing.T) {
-		status, body := c.Load(`http://127.0.0.1:{$HTTP_PORT} {
+		status, body := c.Load(`http://{$HOST}:{$HTTP_PORT} {
 	encode {
 		br 12
 	}

@@ -36,7 +36,7 @@ func startClientIPCaddy(t *testing.T) *Caddy {
 	origin := EchoOrigin(t)
 	site := strings.ReplaceAll(clientIPSite, "ORIGIN", origin)
 	return StartCaddyWith(t, Options{Env: []string{"EDGE_SECRET=pop-proves-itself"}}, `
-http://127.0.0.1:{$HTTP_PORT} {`+site+`}
+http://{$HOST}:{$HTTP_PORT} {`+site+`}
 https://localhost:{$HTTPS_PORT} {
 	tls internal`+site+`}`)
 }
@@ -145,7 +145,7 @@ func TestClientIPCallerBypassingTheEdge(t *testing.T) {
 func TestClientIPUntrustedReject(t *testing.T) {
 	origin := EchoOrigin(t)
 	c := StartCaddy(t, `
-http://127.0.0.1:{$HTTP_PORT} {
+http://{$HOST}:{$HTTP_PORT} {
 	handle /edge/* {
 		client_ip {
 			trusted_proxies 127.0.0.0/8 ::1
@@ -203,7 +203,7 @@ http://127.0.0.1:{$HTTP_PORT} {
 func TestClientIPReloadRefusesBadConfig(t *testing.T) {
 	origin := EchoOrigin(t)
 	good := `
-http://127.0.0.1:{$HTTP_PORT} {
+http://{$HOST}:{$HTTP_PORT} {
 	client_ip {
 		trusted_proxies 127.0.0.1
 	}
@@ -250,6 +250,9 @@ http://127.0.0.1:{$HTTP_PORT} {
 	}
 	config, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /config/: status %d: %s", resp.StatusCode, config)
+	}
 	bad := strings.Replace(string(config), `"handler":"client_ip"`, `"handler":"client_ip","hops":0`, 1)
 	if bad == string(config) {
 		t.Fatalf("no client_ip handler in the running config: %s", config)
@@ -314,7 +317,7 @@ func clientIPAccessLogEntry(t *testing.T, c *Caddy, path string) clientIPAccessE
 func TestClientIPHeaderAndForwardedModes(t *testing.T) {
 	origin := EchoOrigin(t)
 	c := StartCaddy(t, `
-http://127.0.0.1:{$HTTP_PORT} {
+http://{$HOST}:{$HTTP_PORT} {
 	handle /cf/* {
 		client_ip {
 			trusted_proxies 127.0.0.1

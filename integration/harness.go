@@ -1,12 +1,24 @@
 // Package integration runs edgekit end to end: a real Caddy process, built
-// from ./cmd/caddy once per test run, with free ports per test, in front of
-// real origins on loopback. caddytest is not used because it always binds the
-// admin endpoint on :2999, which would serialise every package's tests.
+// from ./cmd/caddy once per test run, in front of real origins on loopback.
+// caddytest is not used because it always binds the admin endpoint on :2999,
+// which would serialise every package's tests.
 //
-// A test writes its site blocks with {$HTTP_PORT} and {$HTTPS_PORT}; the
-// harness adds a global options block (admin port, storage in the test's own
+// Each Caddy listens on a loopback address of its own (127.a.b.c, claimed
+// through internal/loopback so that no other test of any process on the
+// machine uses it meanwhile): Caddy binds with SO_REUSEPORT, and two
+// processes listening on one address and port would silently share its
+// connections. A test writes its site blocks as
+//
+//	http://{$HOST}:{$HTTP_PORT} {
+//	https://localhost:{$HTTPS_PORT} {
+//
+// and builds URLs with c.URL and c.HTTPSURL; c.Client and c.H3Client dial
+// the Caddy's address for localhost. The harness adds a global options block
+// (default_bind and admin on that address, storage in the test's own
 // directory, local certificates) and starts Caddy with its own HOME and XDG
 // directories, so nothing leaks between tests or into the user's account.
+// Clients connecting to the address come from 127.0.0.1 (the loopback
+// route's source), which is the peer address Caddy sees.
 package integration
 
 import (
@@ -30,7 +42,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+
+	"github.com/caddy-edgekit/edgekit/internal/loopback"
 )
 
 // caddyBinary is the path of the Caddy built by TestMain.
@@ -68,6 +83,8 @@ type Options struct {
 
 // Caddy is one running Caddy process.
 type Caddy struct {
+	// Host is the loopback address Caddy listens on ($HOST), its own.
+	Host                           string
 	HTTPPort, HTTPSPort, AdminPort int
 	// Dir is the process's own directory (HOME, storage, Caddyfile).
 	Dir string
@@ -92,10 +109,23 @@ func StartCaddyWith(t testing.TB, opts Options, caddyfile string) *Caddy {
 	if caddyBinary == "" {
 		t.Fatal("integration: caddy binary not built (TestMain must call BuildCaddy)")
 	}
-	// A port found free can be taken before Caddy binds it (by a test
-	// running in parallel): then try again with other ports.
+	host := loopback.Claim(t)
+	return startCaddyOn(t, opts, host, func() ports {
+		return ports{loopback.FreePort(t, host), loopback.FreePort(t, host), loopback.FreePort(t, host)}
+	}, caddyfile)
+}
+
+// ports are a Caddy's HTTP, HTTPS and admin ports.
+type ports struct{ http, https, admin int }
+
+// startCaddyOn is StartCaddyWith on host, with ports from pick.
+func startCaddyOn(t testing.TB, opts Options, host string, pick func() ports, caddyfile string) *Caddy {
+	t.Helper()
+	// The address is the test's own, but a listener on the wildcard address
+	// (another program's) can take a port found free before Caddy binds it:
+	// then try again with other ports.
 	for attempt := 1; ; attempt++ {
-		c := startCaddyProcess(t, opts, caddyfile)
+		c := startCaddyProcess(t, opts, host, pick(), caddyfile)
 		err := c.waitReady(caddyfile)
 		if err != nil && attempt < 3 && strings.Contains(c.Logs(), "address already in use") {
 			c.Stop()
@@ -114,14 +144,15 @@ func StartCaddyWith(t testing.TB, opts Options, caddyfile string) *Caddy {
 	}
 }
 
-// startCaddyProcess starts Caddy on ports free a moment ago, in a directory
-// of its own, without waiting for it to be ready.
-func startCaddyProcess(t testing.TB, opts Options, caddyfile string) *Caddy {
+// startCaddyProcess starts Caddy on host and p, in a directory of its own,
+// without waiting for it to be ready.
+func startCaddyProcess(t testing.TB, opts Options, host string, p ports, caddyfile string) *Caddy {
 	t.Helper()
 	c := &Caddy{
-		HTTPPort:  FreePort(t),
-		HTTPSPort: FreePort(t),
-		AdminPort: FreePort(t),
+		Host:      host,
+		HTTPPort:  p.http,
+		HTTPSPort: p.https,
+		AdminPort: p.admin,
 		Dir:       t.TempDir(),
 		opts:      opts,
 		logs:      &lockedBuffer{},
@@ -149,6 +180,7 @@ func (c *Caddy) env() []string {
 		"XDG_DATA_HOME=" + filepath.Join(c.Dir, "data"),
 		"XDG_CONFIG_HOME=" + filepath.Join(c.Dir, "config"),
 		"PATH=" + os.Getenv("PATH"),
+		"HOST=" + c.Host,
 		"HTTP_PORT=" + strconv.Itoa(c.HTTPPort),
 		"HTTPS_PORT=" + strconv.Itoa(c.HTTPSPort),
 		"ADMIN_PORT=" + strconv.Itoa(c.AdminPort),
@@ -159,10 +191,17 @@ func (c *Caddy) env() []string {
 	return env
 }
 
-// withGlobals prepends the harness's global options block.
+// withGlobals prepends the harness's global options block. default_bind
+// makes every site listen on $HOST (TCP, and UDP for HTTP/3; the automatic
+// HTTP->HTTPS redirects follow their site's address). The admin endpoint
+// accepts only its Host names; for a loopback address other than 127.0.0.1
+// those are localhost, ::1 and 127.0.0.1, so origins names $HOST.
 func (c *Caddy) withGlobals(sites string) string {
 	return fmt.Sprintf(`{
-	admin 127.0.0.1:{$ADMIN_PORT}
+	admin {$HOST}:{$ADMIN_PORT} {
+		origins {$HOST}:{$ADMIN_PORT} localhost:{$ADMIN_PORT}
+	}
+	default_bind {$HOST}
 	http_port {$HTTP_PORT}
 	https_port {$HTTPS_PORT}
 	persist_config off
@@ -196,7 +235,7 @@ func (c *Caddy) waitReady(sites string) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("admin endpoint 127.0.0.1:%d has no config after 60s", c.AdminPort)
+			return fmt.Errorf("admin endpoint %s has no config after 60s", c.AdminURL("/"))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -208,7 +247,7 @@ func (c *Caddy) waitReady(sites string) error {
 			continue
 		}
 		for {
-			conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port.port)), time.Second)
+			conn, err := net.DialTimeout("tcp", net.JoinHostPort(c.Host, strconv.Itoa(port.port)), time.Second)
 			if err == nil {
 				conn.Close()
 				break
@@ -236,27 +275,53 @@ func (c *Caddy) Stop() {
 	}
 }
 
-// URL is the plain-HTTP address of path on 127.0.0.1.
+// URL is the plain-HTTP address of path on the Caddy's own address.
 func (c *Caddy) URL(path string) string {
-	return fmt.Sprintf("http://127.0.0.1:%d%s", c.HTTPPort, path)
+	return fmt.Sprintf("http://%s%s", c.HTTPAddr(), path)
 }
 
-// HTTPSURL is the HTTPS address of path on localhost.
+// HTTPAddr is host:port of the plain-HTTP listener, e.g. for a reverse_proxy
+// upstream.
+func (c *Caddy) HTTPAddr() string {
+	return net.JoinHostPort(c.Host, strconv.Itoa(c.HTTPPort))
+}
+
+// HTTPSAddr is host:port of the HTTPS (and HTTP/3) listener.
+func (c *Caddy) HTTPSAddr() string {
+	return net.JoinHostPort(c.Host, strconv.Itoa(c.HTTPSPort))
+}
+
+// HTTPSURL is the HTTPS address of path on localhost, the name the site
+// blocks and certificates use; c.Client and c.H3Client dial c.Host for it.
 func (c *Caddy) HTTPSURL(path string) string {
 	return fmt.Sprintf("https://localhost:%d%s", c.HTTPSPort, path)
 }
 
 // AdminURL is the admin endpoint's address of path.
 func (c *Caddy) AdminURL(path string) string {
-	return fmt.Sprintf("http://127.0.0.1:%d%s", c.AdminPort, path)
+	return fmt.Sprintf("http://%s%s", net.JoinHostPort(c.Host, strconv.Itoa(c.AdminPort)), path)
 }
 
-// Client speaks HTTP/1.1 and HTTP/2 and trusts any certificate. It does not
-// add Accept-Encoding on its own nor decode bodies: tests set what they mean.
+// dialAddr is where a client of this Caddy connects for addr: localhost is
+// this Caddy's own address, anything else is dialled as it is.
+func (c *Caddy) dialAddr(addr string) string {
+	if host, port, err := net.SplitHostPort(addr); err == nil && host == "localhost" {
+		return net.JoinHostPort(c.Host, port)
+	}
+	return addr
+}
+
+// Client speaks HTTP/1.1 and HTTP/2 and trusts any certificate; it reaches
+// localhost on the Caddy's address, with SNI localhost. It does not add
+// Accept-Encoding on its own nor decode bodies: tests set what they mean.
 func (c *Caddy) Client() *http.Client {
+	dialer := &net.Dialer{Timeout: 10 * time.Second}
 	return &http.Client{
 		Timeout: 30 * time.Second,
 		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				return dialer.DialContext(ctx, network, c.dialAddr(addr))
+			},
 			TLSClientConfig:    &tls.Config{InsecureSkipVerify: true},
 			ForceAttemptHTTP2:  true,
 			DisableCompression: true,
@@ -266,9 +331,16 @@ func (c *Caddy) Client() *http.Client {
 	}
 }
 
-// H3Client speaks HTTP/3 through quic-go and trusts any certificate.
+// H3Client speaks HTTP/3 through quic-go and trusts any certificate; like
+// Client it reaches localhost on the Caddy's address.
 func (c *Caddy) H3Client() *http.Client {
-	tr := &http3.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{http3.NextProtoH3}}}
+	tr := &http3.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{http3.NextProtoH3}},
+		// The transport has set tlsCfg.ServerName from the URL already.
+		Dial: func(ctx context.Context, addr string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
+			return quic.DialAddrEarly(ctx, c.dialAddr(addr), tlsCfg, cfg)
+		},
+	}
 	return &http.Client{Timeout: 30 * time.Second, Transport: tr}
 }
 
@@ -304,14 +376,19 @@ func (c *Caddy) Load(sites string) (status int, body string) {
 	return resp.StatusCode, string(b)
 }
 
-// Metrics returns the admin endpoint's Prometheus text.
+// Metrics returns the admin endpoint's Prometheus text; on a failure it
+// returns a line saying so, which no metric a test looks for matches and
+// which the test's failure message then shows.
 func (c *Caddy) Metrics() string {
 	resp, err := http.Get(c.AdminURL("/metrics"))
 	if err != nil {
-		return ""
+		return "# harness: GET /metrics: " + err.Error()
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || err != nil {
+		return fmt.Sprintf("# harness: GET /metrics: status %d (read error %v): %.200s", resp.StatusCode, err, b)
+	}
 	return string(b)
 }
 

@@ -1,9 +1,13 @@
 package integration
 
 import (
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/caddy-edgekit/edgekit/internal/loopback"
 )
 
 // TestReverseProxyOverEveryProtocol proves the harness itself: a real Caddy
@@ -12,7 +16,7 @@ import (
 func TestReverseProxyOverEveryProtocol(t *testing.T) {
 	origin := EchoOrigin(t)
 	c := StartCaddy(t, `
-http://127.0.0.1:{$HTTP_PORT} {
+http://{$HOST}:{$HTTP_PORT} {
 	reverse_proxy `+origin+`
 }
 https://localhost:{$HTTPS_PORT} {
@@ -43,7 +47,7 @@ https://localhost:{$HTTPS_PORT} {
 		})
 	}
 
-	status, body := c.Load(`http://127.0.0.1:{$HTTP_PORT} {
+	status, body := c.Load(`http://{$HOST}:{$HTTP_PORT} {
 	no_such_directive
 }`)
 	if status == http.StatusOK || !strings.Contains(body, "no_such_directive") {
@@ -53,4 +57,121 @@ https://localhost:{$HTTPS_PORT} {
 	if echo, _ := GetEcho(t, c.Client(), req); echo.URI != "/after-bad-reload" {
 		t.Fatalf("old config no longer serving: origin saw %q", echo.URI)
 	}
+}
+
+// harnessSites answers name on every listener, so a response says which
+// Caddy served it.
+func harnessSites(name string) string {
+	return `http://{$HOST}:{$HTTP_PORT} {
+	respond "` + name + `"
+}
+https://localhost:{$HTTPS_PORT} {
+	tls internal
+	respond "` + name + `"
+}`
+}
+
+// harnessAnswers sends n requests to url, each on a fresh connection (the
+// kernel spreads connections, not requests, over SO_REUSEPORT listeners),
+// and counts the bodies.
+func harnessAnswers(t *testing.T, client *http.Client, url string, n int) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	for range n {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.Close = true
+		resp, body := Do(t, client, req)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: status %d %q", url, resp.StatusCode, body)
+		}
+		seen[body]++
+	}
+	return seen
+}
+
+// TestHarnessOwnAddress: two Caddys started with the same port numbers
+// (HTTP, HTTPS with HTTP/3, admin) on two claimed loopback addresses each
+// get only their own traffic, on every listener. The control shows what the
+// harness prevents: two Caddys on one address and the same ports both start
+// (SO_REUSEPORT) and silently share the connections.
+func TestHarnessOwnAddress(t *testing.T) {
+	t.Run("own addresses", func(t *testing.T) {
+		hostA, hostB := loopback.Claim(t), loopback.Claim(t)
+		p := ports{loopback.FreePort(t, hostA), loopback.FreePort(t, hostA), loopback.FreePort(t, hostA)}
+		same := func() ports { return p }
+		a := startCaddyOn(t, Options{}, hostA, same, harnessSites("a"))
+		b := startCaddyOn(t, Options{}, hostB, same, harnessSites("b"))
+		if a.HTTPPort != b.HTTPPort || a.HTTPSPort != b.HTTPSPort || a.AdminPort != b.AdminPort || a.Host == b.Host {
+			t.Fatalf("not the set-up under test: a %s %d %d %d, b %s %d %d %d", a.Host, a.HTTPPort, a.HTTPSPort, a.AdminPort, b.Host, b.HTTPPort, b.HTTPSPort, b.AdminPort)
+		}
+		a.WaitHTTPS(t)
+		b.WaitHTTPS(t)
+		for _, c := range []struct {
+			name  string
+			caddy *Caddy
+		}{{"a", a}, {"b", b}} {
+			for _, l := range []struct {
+				proto  string
+				client *http.Client
+				url    string
+			}{
+				{"h1", c.caddy.Client(), c.caddy.URL("/")},
+				{"h2", c.caddy.Client(), c.caddy.HTTPSURL("/")},
+				{"h3", c.caddy.H3Client(), c.caddy.HTTPSURL("/")},
+			} {
+				n := 40
+				if l.proto == "h3" {
+					n = 10 // a QUIC client per request is slow under -race
+				}
+				client := l.client
+				if l.proto == "h3" {
+					// A fresh client per request: a new UDP socket, so a
+					// new 4-tuple each time.
+					client = nil
+				}
+				seen := map[string]int{}
+				if client != nil {
+					seen = harnessAnswers(t, client, l.url, n)
+				} else {
+					for range n {
+						for body, k := range harnessAnswers(t, c.caddy.H3Client(), l.url, 1) {
+							seen[body] += k
+						}
+					}
+				}
+				if seen[c.name] != n {
+					t.Errorf("%s over %s to %s: answers %v, want all %d from %s", c.name, l.proto, c.caddy.Host, seen, n, c.name)
+				}
+			}
+			resp, body := Get(t, http.DefaultClient, c.caddy.AdminURL("/config/apps/http/servers"))
+			if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"body":"`+c.name+`"`) {
+				t.Errorf("admin of %s: %d %.200s, want its own config", c.name, resp.StatusCode, body)
+			}
+			// The harness holds the address's claim while Caddy runs.
+			if l, err := net.Listen("tcp4", net.JoinHostPort(c.caddy.Host, strconv.Itoa(loopback.ClaimPort))); err == nil {
+				l.Close()
+				t.Errorf("%s's address %s is not claimed", c.name, c.caddy.Host)
+			}
+		}
+	})
+
+	t.Run("control: one address, same ports", func(t *testing.T) {
+		// 127.0.0.1 unclaimed and ports probed on every interface: what the
+		// harness did before each Caddy had an address of its own.
+		p := ports{FreePort(t), FreePort(t), FreePort(t)}
+		same := func() ports { return p }
+		a := startCaddyOn(t, Options{}, "127.0.0.1", same, harnessSites("a"))
+		b := startCaddyOn(t, Options{}, "127.0.0.1", same, harnessSites("b"))
+		seen := map[string]int{}
+		for i := 0; i < 200 && (seen["a"] == 0 || seen["b"] == 0); i++ {
+			for body, k := range harnessAnswers(t, a.Client(), a.URL("/"), 1) {
+				seen[body] += k
+			}
+		}
+		if seen["a"] == 0 || seen["b"] == 0 {
+			t.Fatalf("two Caddys on %s port %d: answers %v; the control expects both to answer (SO_REUSEPORT shares the port)", a.Host, p.http, seen)
+		}
+		t.Logf("two Caddys on one address and port %d shared its connections: %v", p.http, seen)
+		_ = b
+	})
 }

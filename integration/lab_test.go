@@ -61,7 +61,7 @@ func labDo(client *http.Client, method, url, body string) (int, string) {
 // own budget; without it every request seems to come from the PoP, and the
 // second phone is refused once the first has spent the shared budget.
 func TestLabPhones(t *testing.T) {
-	origin := StartCaddy(t, `http://127.0.0.1:{$HTTP_PORT} {
+	origin := StartCaddy(t, `http://{$HOST}:{$HTTP_PORT} {
 	handle /with-client-ip {
 		client_ip {
 			trusted_proxies 127.0.0.1
@@ -84,9 +84,12 @@ func TestLabPhones(t *testing.T) {
 		respond "caller {client_ip}"
 	}
 }`)
-	pop := StartCaddy(t, fmt.Sprintf(`http://127.0.0.1:{$HTTP_PORT} {
-	reverse_proxy 127.0.0.1:%d
-}`, origin.HTTPPort))
+	// The origin's site answers its own address only, so the PoP names it.
+	pop := StartCaddy(t, fmt.Sprintf(`http://{$HOST}:{$HTTP_PORT} {
+	reverse_proxy %s {
+		header_up Host {upstream_hostport}
+	}
+}`, origin.HTTPAddr()))
 	phoneA, phoneB := labPhone("127.0.0.2"), labPhone("127.0.0.3")
 
 	type step struct {
@@ -160,7 +163,7 @@ func labStartOrigin(t *testing.T, idleTimeout, oneWay time.Duration) *labOrigin 
 func TestLabIdleTimeout(t *testing.T) {
 	const oneWay = 125 * time.Millisecond // a 250 ms round trip to the origin
 	pop := func(t *testing.T, origin *labOrigin, keepalive time.Duration) *Caddy {
-		return StartCaddy(t, fmt.Sprintf(`http://127.0.0.1:{$HTTP_PORT} {
+		return StartCaddy(t, fmt.Sprintf(`http://{$HOST}:{$HTTP_PORT} {
 	reverse_proxy %s {
 		transport http {
 			keepalive %s
@@ -302,8 +305,8 @@ func TestEdgeLab(t *testing.T) {
 }`, long.Addr()))
 	pop.WaitHTTPS(t)
 	// The phone reaches the PoP over the short link, TCP and UDP on one port.
-	short := StartTCPRelay(t, fmt.Sprintf("127.0.0.1:%d", FreePort(t)), fmt.Sprintf("127.0.0.1:%d", pop.HTTPSPort), labShortOneWay)
-	StartUDPRelay(t, short.Addr(), fmt.Sprintf("127.0.0.1:%d", pop.HTTPSPort), labShortOneWay)
+	short := StartTCPRelay(t, fmt.Sprintf("127.0.0.1:%d", FreePort(t)), pop.HTTPSAddr(), labShortOneWay)
+	StartUDPRelay(t, short.Addr(), pop.HTTPSAddr(), labShortOneWay)
 
 	const phone = "127.0.0.2"
 	popURL := "https://" + short.Addr() + "/d3.min.js"
@@ -383,15 +386,15 @@ func TestEdgeLab(t *testing.T) {
 	// work (slow under -race, on a busy machine) can hide; so compare the
 	// time each handshake spent waiting on the link: through the relays
 	// minus the same handshakes on loopback.
-	loopURL := fmt.Sprintf("https://127.0.0.1:%d/d3.min.js", pop.HTTPSPort)
+	loopURL := "https://" + pop.HTTPSAddr() + "/d3.min.js"
 	wait := map[edgebench.Proto]time.Duration{}
 	for _, r := range []struct {
 		proto edgebench.Proto
 		link  *edgebench.Result
 	}{{edgebench.H2, popH2}, {edgebench.H3, popH3}} {
 		loop, err := edgebench.Run(t.Context(), config(loopURL, r.proto, header("Accept-Encoding", "br")))
-		if err != nil || loop.Errors != 0 {
-			t.Fatalf("%s on loopback: %v (%d errors)", r.proto, err, loop.Errors)
+		if err != nil || loop.Errors != 0 || loop.Statuses[200] != cold {
+			t.Fatalf("%s on loopback: %v (%d errors, statuses %v; want %d x 200)", r.proto, err, loop.Errors, loop.Statuses, cold)
 		}
 		wait[r.proto] = r.link.Handshake.P50 - loop.Handshake.P50
 	}

@@ -73,7 +73,7 @@ func TestSubstituteMemory(t *testing.T) {
 		}
 	}))
 	c := StartCaddy(t, fmt.Sprintf(`
-http://127.0.0.1:{$HTTP_PORT} {
+http://{$HOST}:{$HTTP_PORT} {
 	substitute {
 		replace origin.example edge.example
 		regex "ipsum-(\\d+)" "n$1"
@@ -98,6 +98,9 @@ http://127.0.0.1:{$HTTP_PORT} {
 			return err
 		}
 		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("%s: status %d", url, resp.StatusCode)
+		}
 		n, err := io.Copy(io.Discard, resp.Body)
 		if err != nil {
 			return err

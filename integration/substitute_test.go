@@ -161,7 +161,7 @@ func startSubstitute(t *testing.T) *substituteEnv {
 		}
 	}
 	env.caddy = StartCaddy(t, fmt.Sprintf(`
-http://127.0.0.1:{$HTTP_PORT} {
+http://{$HOST}:{$HTTP_PORT} {
 	handle /rp/* {
 		substitute {%[1]s
 		}
@@ -212,6 +212,16 @@ func getSubst(t *testing.T, client *http.Client, url string, hdr map[string]stri
 	return fetchSubst(t, client, "GET", url, hdr)
 }
 
+// getSubstStatus is getSubst failing the test unless the status is status.
+func getSubstStatus(t *testing.T, client *http.Client, url string, hdr map[string]string, status int) (*http.Response, string) {
+	t.Helper()
+	resp, body := getSubst(t, client, url, hdr)
+	if resp.StatusCode != status {
+		t.Fatalf("GET %s: status %d, want %d: %.200q", url, resp.StatusCode, status, body)
+	}
+	return resp, body
+}
+
 func fetchSubst(t *testing.T, client *http.Client, method, url string, hdr map[string]string) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, nil)
@@ -240,7 +250,7 @@ func TestSubstitute(t *testing.T) {
 				t.Errorf("%s: body not substituted as expected (%d bytes, want %d)", enc, len(body), len(want))
 			}
 		}
-		resp, body := getSubst(t, client, c.URL("/rp/enc/compress"), nil)
+		resp, body := getSubstStatus(t, client, c.URL("/rp/enc/compress"), nil, 200)
 		if resp.Header.Get("Content-Encoding") != "compress" || body != "origin.example raw" {
 			t.Errorf("unknown encoding touched: %q %q", resp.Header.Get("Content-Encoding"), body)
 		}
@@ -248,7 +258,7 @@ func TestSubstitute(t *testing.T) {
 
 	t.Run("encode compresses what substitute wrote", func(t *testing.T) {
 		for _, enc := range []string{"identity", "br", "zstd"} {
-			resp, body := getSubst(t, client, c.URL("/gz/enc/"+enc), map[string]string{"Accept-Encoding": "gzip"})
+			resp, body := getSubstStatus(t, client, c.URL("/gz/enc/"+enc), map[string]string{"Accept-Encoding": "gzip"}, 200)
 			if resp.Header.Get("Content-Encoding") != "gzip" {
 				t.Fatalf("%s: Content-Encoding %q, want gzip", enc, resp.Header.Get("Content-Encoding"))
 			}
@@ -264,8 +274,8 @@ func TestSubstitute(t *testing.T) {
 	})
 
 	t.Run("file_server gives the same result as reverse_proxy", func(t *testing.T) {
-		_, viaProxy := getSubst(t, client, c.URL("/rp/page.html"), nil)
-		resp, viaFiles := getSubst(t, client, c.URL("/files/page.html"), nil)
+		_, viaProxy := getSubstStatus(t, client, c.URL("/rp/page.html"), nil, 200)
+		resp, viaFiles := getSubstStatus(t, client, c.URL("/files/page.html"), nil, 200)
 		if viaFiles != want || viaProxy != want {
 			t.Errorf("file_server %d bytes, reverse_proxy %d bytes, want %d", len(viaFiles), len(viaProxy), len(want))
 		}
@@ -273,14 +283,14 @@ func TestSubstitute(t *testing.T) {
 			t.Errorf("file_server headers: %v", resp.Header)
 		}
 		// The video is not substituted and keeps its length.
-		resp, body := getSubst(t, client, c.URL("/files/video.mp4"), nil)
+		resp, body := getSubstStatus(t, client, c.URL("/files/video.mp4"), nil, 200)
 		if body != string(env.video) || resp.Header.Get("Content-Length") != strconv.Itoa(len(env.video)) {
 			t.Errorf("video through file_server changed: %d bytes, Content-Length %q", len(body), resp.Header.Get("Content-Length"))
 		}
 	})
 
 	t.Run("headers", func(t *testing.T) {
-		resp, _ := getSubst(t, client, c.URL("/rp/page.html"), nil)
+		resp, _ := getSubstStatus(t, client, c.URL("/rp/page.html"), nil, 200)
 		if resp.Header.Get("Content-Length") != "" {
 			t.Errorf("Content-Length %q kept", resp.Header.Get("Content-Length"))
 		}
@@ -309,27 +319,28 @@ func TestSubstitute(t *testing.T) {
 	t.Run("types and status filters", func(t *testing.T) {
 		for _, c2 := range []struct {
 			path, want string
+			status     int
 		}{
-			{"/status/200?type=text/html%3Bcharset=utf-8", "edge.example"},
-			{"/status/201?type=application/json", "edge.example"},
-			{"/status/404?type=text/html", "edge.example"},
-			{"/status/500?type=text/html", "origin.example"},
-			{"/status/200?type=text/css", "origin.example"},
-			{"/status/200?type=image/png", "origin.example"},
+			{"/status/200?type=text/html%3Bcharset=utf-8", "edge.example", 200},
+			{"/status/201?type=application/json", "edge.example", 201},
+			{"/status/404?type=text/html", "edge.example", 404},
+			{"/status/500?type=text/html", "origin.example", 500},
+			{"/status/200?type=text/css", "origin.example", 200},
+			{"/status/200?type=image/png", "origin.example", 200},
 		} {
-			if _, body := getSubst(t, client, c.URL(c2.path), nil); body != c2.want {
+			if _, body := getSubstStatus(t, client, c.URL(c2.path), nil, c2.status); body != c2.want {
 				t.Errorf("%s: %q, want %q", c2.path, body, c2.want)
 			}
 		}
 	})
 
 	t.Run("once and placeholders", func(t *testing.T) {
-		_, body := getSubst(t, client, c.URL("/rp/page.html"), nil)
+		_, body := getSubstStatus(t, client, c.URL("/rp/page.html"), nil, 200)
 		if !strings.HasPrefix(body, "<html><body>once-done ONCE\n") {
 			t.Errorf("once: page starts %q", body[:30])
 		}
 		for _, p := range []string{"/rp/placeholder/a", "/rp/placeholder/$1"} {
-			if _, body := getSubst(t, client, c.URL(p), nil); body != "at "+p {
+			if _, body := getSubstStatus(t, client, c.URL(p), nil, 200); body != "at "+p {
 				t.Errorf("placeholder: %q, want %q", body, "at "+p)
 			}
 		}
@@ -361,9 +372,9 @@ func TestSubstitute(t *testing.T) {
 			n, _ := strconv.Atoi(m[1])
 			return n
 		}
-		_, first := getSubst(t, client, c.URL("/rp/plain.html?v=1"), nil)
+		_, first := getSubstStatus(t, client, c.URL("/rp/plain.html?v=1"), nil, 200)
 		before := hits()
-		_, second := getSubst(t, client, c.URL("/rp/plain.html?v=1"), nil)
+		_, second := getSubstStatus(t, client, c.URL("/rp/plain.html?v=1"), nil, 200)
 		if hits() != before+1 {
 			t.Errorf("memo hits went from %d to %d, want one more", before, hits())
 		}
@@ -371,8 +382,8 @@ func TestSubstitute(t *testing.T) {
 			t.Errorf("memo changed output: %q then %q", first, second)
 		}
 		// With matches, the restricted scan gives the same output.
-		_, a := getSubst(t, client, c.URL("/files/page.html"), nil)
-		_, b := getSubst(t, client, c.URL("/files/page.html"), nil)
+		_, a := getSubstStatus(t, client, c.URL("/files/page.html"), nil, 200)
+		_, b := getSubstStatus(t, client, c.URL("/files/page.html"), nil, 200)
 		if a != want || b != want {
 			t.Error("restricted memo scan changed output")
 		}
@@ -387,6 +398,9 @@ func TestSubstitute(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET /sse: status %d", resp.StatusCode)
+		}
 		r := bufio.NewReader(resp.Body)
 		readEvent := func() string {
 			var ev strings.Builder
@@ -418,7 +432,7 @@ func TestSubstitute(t *testing.T) {
 		c.WaitHTTPS(t)
 		h3 := c.H3Client()
 		for _, enc := range []string{"identity", "br"} {
-			resp, body := getSubst(t, h3, c.HTTPSURL("/rp/enc/"+enc), nil)
+			resp, body := getSubstStatus(t, h3, c.HTTPSURL("/rp/enc/"+enc), nil, 200)
 			if resp.ProtoMajor != 3 {
 				t.Fatalf("protocol %s, want HTTP/3", resp.Proto)
 			}
@@ -434,7 +448,7 @@ func TestSubstitute(t *testing.T) {
 		if resp.StatusCode != 200 || body != want {
 			t.Errorf("h3 page range: %d, %d bytes, want the whole substituted 200", resp.StatusCode, len(body))
 		}
-		resp, body = getSubst(t, client, c.HTTPSURL("/rp/page.html"), nil)
+		resp, body = getSubstStatus(t, client, c.HTTPSURL("/rp/page.html"), nil, 200)
 		if resp.ProtoMajor != 2 || body != want {
 			t.Errorf("h2: %s, %d bytes", resp.Proto, len(body))
 		}
@@ -466,12 +480,12 @@ func TestSubstituteRefusals(t *testing.T) {
 		})
 	}
 	// /load refuses too, and the running config keeps serving.
-	c := StartCaddy(t, "http://127.0.0.1:{$HTTP_PORT} {\n\tsubstitute {\n\t\treplace hello bye\n\t}\n\theader Content-Type text/plain\n\trespond \"hello\"\n}\n")
-	status, body := c.Load("http://127.0.0.1:{$HTTP_PORT} {\n\tsubstitute {\n\t\tregex \"(\" x\n\t}\n\trespond ok\n}\n")
+	c := StartCaddy(t, "http://{$HOST}:{$HTTP_PORT} {\n\tsubstitute {\n\t\treplace hello bye\n\t}\n\theader Content-Type text/plain\n\trespond \"hello\"\n}\n")
+	status, body := c.Load("http://{$HOST}:{$HTTP_PORT} {\n\tsubstitute {\n\t\tregex \"(\" x\n\t}\n\trespond ok\n}\n")
 	if status == 200 || !strings.Contains(body, "rule 1") {
 		t.Errorf("/load of a bad regex: %d %s", status, body)
 	}
-	if _, got := getSubst(t, c.Client(), c.URL("/"), nil); got != "bye" {
+	if _, got := getSubstStatus(t, c.Client(), c.URL("/"), nil, 200); got != "bye" {
 		t.Errorf("after the refused load the old config answers %q, want bye", got)
 	}
 }

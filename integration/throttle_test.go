@@ -2,7 +2,6 @@ package integration
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"strconv"
@@ -11,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/caddy-edgekit/edgekit/internal/testredis"
 )
 
 // TestThrottleEnforce: a real origin behind reverse_proxy sees only what the
@@ -24,8 +25,7 @@ func TestThrottleEnforce(t *testing.T) {
 		}
 		io.WriteString(w, "from origin")
 	}))
-	// One caller, named by a header, across both sites and all protocols
-	// (localhost may be ::1 while the plain site is 127.0.0.1).
+	// One caller, named by a header, across both sites and all protocols.
 	site := `{
 	throttle {
 		zone per_caller {
@@ -39,7 +39,7 @@ func TestThrottleEnforce(t *testing.T) {
 		respond "slow down: {err.status_code}" 429
 	}
 }`
-	c := StartCaddy(t, "http://127.0.0.1:{$HTTP_PORT} "+site+"\nhttps://localhost:{$HTTPS_PORT} {\n\ttls internal\n"+strings.TrimPrefix(site, "{"))
+	c := StartCaddy(t, "http://{$HOST}:{$HTTP_PORT} "+site+"\nhttps://localhost:{$HTTPS_PORT} {\n\ttls internal\n"+strings.TrimPrefix(site, "{"))
 	c.WaitHTTPS(t)
 
 	for _, tc := range []struct {
@@ -92,7 +92,7 @@ func TestThrottleEnforce(t *testing.T) {
 // what it would have rejected.
 func TestThrottleObserve(t *testing.T) {
 	origin := EchoOrigin(t)
-	c := StartCaddy(t, `http://127.0.0.1:{$HTTP_PORT} {
+	c := StartCaddy(t, `http://{$HOST}:{$HTTP_PORT} {
 	throttle {
 		zone watch {
 			rate 1/1m
@@ -118,7 +118,7 @@ func TestThrottleObserve(t *testing.T) {
 // state; a bad config is refused and the old one keeps limiting.
 func TestThrottleReload(t *testing.T) {
 	config := func(rate string) string {
-		return `http://127.0.0.1:{$HTTP_PORT} {
+		return `http://{$HOST}:{$HTTP_PORT} {
 	throttle {
 		zone reload {
 			rate ` + rate + `
@@ -128,14 +128,14 @@ func TestThrottleReload(t *testing.T) {
 }`
 	}
 	c := StartCaddy(t, config("2/1h"))
-	for range 2 {
-		Get(t, c.Client(), c.URL("/"))
-	}
-	if resp, _ := Get(t, c.Client(), c.URL("/")); resp.StatusCode != 429 {
-		t.Fatalf("third request: %d, want 429", resp.StatusCode)
+	// Burst 0: one request, then one every 30 minutes.
+	for i, want := range []int{200, 429} {
+		if resp, _ := Get(t, c.Client(), c.URL("/")); resp.StatusCode != want {
+			t.Fatalf("request %d: %d, want %d", i+1, resp.StatusCode, want)
+		}
 	}
 	// 2/1h -> 60/1h: a fresh budget would allow a request now; the kept
-	// TAT (an hour ahead) does not.
+	// TAT (half an hour ahead) does not.
 	if status, body := c.Load(config("60/1h")); status != 200 {
 		t.Fatalf("reload: %d %s", status, body)
 	}
@@ -156,57 +156,42 @@ func TestThrottleReload(t *testing.T) {
 	}
 }
 
-// throttleRedis is a real redis-server on a free loopback port.
+// throttleRedis is a real redis-server on a loopback address of the test's
+// own (internal/testredis), stopped at cleanup; without redis-server on PATH
+// the test skips, saying how to install it.
 type throttleRedis struct {
+	*testredis.Server
 	t    testing.TB
 	port int
-	cmd  *exec.Cmd
+	cmd  *exec.Cmd // the running process, for signals
 }
 
-func startThrottleRedis(t testing.TB) *throttleRedis {
+// startThrottleRedis starts redis-server with args added to its command line
+// (e.g. "--requirepass", "secret").
+func startThrottleRedis(t testing.TB, args ...string) *throttleRedis {
 	t.Helper()
-	r := &throttleRedis{t: t, port: FreePort(t)}
-	r.start()
-	t.Cleanup(r.stop)
+	r := &throttleRedis{Server: testredis.Start(t, args...), t: t}
+	r.port, r.cmd = r.Port(), r.Cmd()
 	return r
 }
 
-func (r *throttleRedis) addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
+func (r *throttleRedis) addr() string { return r.Addr() }
 
+// start starts a stopped server again on the same address.
 func (r *throttleRedis) start() {
 	r.t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		r.t.Fatalf("redis-server not on PATH (apt-get install redis-server; .ci/run installs it): %v", err)
-	}
-	r.cmd = exec.Command(bin, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err := r.cmd.Start(); err != nil {
-		r.t.Fatal(err)
-	}
-	for range 200 {
-		if conn, err := net.Dial("tcp", r.addr()); err == nil {
-			conn.Close()
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	r.t.Fatalf("redis-server not listening on %s", r.addr())
+	r.Restart()
+	r.cmd = r.Cmd()
 }
 
-func (r *throttleRedis) stop() {
-	if r.cmd != nil {
-		_ = r.cmd.Process.Kill()
-		_ = r.cmd.Wait()
-		r.cmd = nil
-	}
-}
+func (r *throttleRedis) stop() { r.Stop() }
 
 // TestThrottleRedisTwoNodes: two Caddy processes limit one caller together
 // through Redis, exactly: over a run, what they let through together is
 // what one GCRA allows for its duration, within one request.
 func TestThrottleRedisTwoNodes(t *testing.T) {
 	rs := startThrottleRedis(t)
-	config := `http://127.0.0.1:{$HTTP_PORT} {
+	config := `http://{$HOST}:{$HTTP_PORT} {
 	throttle {
 		zone fleet {
 			rate 5/s
@@ -288,7 +273,7 @@ func TestThrottleRedisTwoNodes(t *testing.T) {
 // limiting resumes once Redis is back.
 func TestThrottleRedisOutage(t *testing.T) {
 	rs := startThrottleRedis(t)
-	c := StartCaddy(t, `http://127.0.0.1:{$HTTP_PORT} {
+	c := StartCaddy(t, `http://{$HOST}:{$HTTP_PORT} {
 	handle /allow {
 		throttle {
 			zone outage_allow {

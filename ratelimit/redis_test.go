@@ -4,64 +4,44 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os/exec"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-edgekit/edgekit/internal/testredis"
 )
 
-// redisServer is a real redis-server on a loopback port, stopped at cleanup.
+// redisServer is a real redis-server on a loopback address of the test's
+// own (internal/testredis), stopped at cleanup; without redis-server on PATH
+// the test skips, saying how to install it.
 type redisServer struct {
+	*testredis.Server
 	port int
-	cmd  *exec.Cmd
+	cmd  *exec.Cmd // the running process, for signals
 }
 
-func startRedis(t testing.TB) *redisServer {
+// startRedis starts redis-server with args added to its command line (e.g.
+// "--requirepass", "secret").
+func startRedis(t testing.TB, args ...string) *redisServer {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	s := &redisServer{port: port}
-	s.start(t)
+	s := &redisServer{Server: testredis.Start(t, args...)}
+	s.port, s.cmd = s.Port(), s.Cmd()
 	return s
 }
 
-func (s *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+func (s *redisServer) addr() string { return s.Addr() }
 
+// start starts a killed server again on the same address.
 func (s *redisServer) start(t testing.TB) {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("redis-server not found on PATH (apt-get install redis-server; .ci/run installs it): %v", err)
-	}
-	s.cmd = exec.Command(bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no")
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	cmd := s.cmd
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	for range 200 {
-		if c, err := net.Dial("tcp", s.addr()); err == nil {
-			c.Close()
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("redis-server did not listen on %s", s.addr())
+	s.Restart()
+	s.cmd = s.Cmd()
 }
 
-func (s *redisServer) kill() {
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
-}
+func (s *redisServer) kill() { s.Stop() }
 
 func redisHandler(t testing.TB, rs *redisServer, onError string, zones ...*Zone) *Handler {
 	return provision(t, &Handler{Zones: zones, Store: &Store{Type: "redis", Redis: &RedisStore{
