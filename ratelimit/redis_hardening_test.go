@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -181,6 +182,76 @@ func TestRedisZoneStoreMismatch(t *testing.T) {
 			}
 			if !tc.ok && (err == nil || !strings.Contains(err.Error(), "defined twice differently")) {
 				t.Fatalf("zone %s with another %s: %v, want it refused", zone, tc.name, err)
+			}
+		})
+	}
+}
+
+// TestRedisHungAfterConnect: once connected, a Redis that stops answering
+// (stopped, or replaced by one that accepts and never answers, so that the
+// client has to reconnect) still costs each of 30 concurrent decisions
+// about the timeout.
+func TestRedisHungAfterConnect(t *testing.T) {
+	for _, state := range []string{"stopped", "reconnect"} {
+		t.Run(state, func(t *testing.T) {
+			rs := startRedis(t)
+			const timeout = 100 * time.Millisecond
+			h := provision(t, &Handler{
+				Zones: []*Zone{{Name: "r-hung-" + state, Rate: "1000/1s"}},
+				Store: &Store{Type: "redis", Redis: &RedisStore{Address: rs.addr(), Timeout: caddy.Duration(timeout), OnError: "deny"}},
+			}, nil)
+			var out [1]outcome
+			if _, err := h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:]); err != nil {
+				t.Fatalf("Redis up: %v", err)
+			}
+			switch state {
+			case "stopped":
+				_ = rs.cmd.Process.Signal(syscall.SIGSTOP)
+				t.Cleanup(func() { _ = rs.cmd.Process.Signal(syscall.SIGCONT) })
+			case "reconnect":
+				rs.kill()
+				l, err := net.Listen("tcp", rs.addr())
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { l.Close() })
+				go func() {
+					var held []net.Conn
+					defer func() {
+						for _, c := range held {
+							c.Close()
+						}
+					}()
+					for {
+						c, err := l.Accept()
+						if err != nil {
+							return
+						}
+						held = append(held, c)
+					}
+				}()
+			}
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var slowest time.Duration
+			for range 30 {
+				wg.Go(func() {
+					var out [1]outcome
+					start := time.Now()
+					_, err := h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:])
+					took := time.Since(start)
+					mu.Lock()
+					slowest = max(slowest, took)
+					mu.Unlock()
+					if err == nil {
+						t.Error("a server that never answers decided a request")
+					}
+				})
+			}
+			wg.Wait()
+			t.Logf("%s: slowest of 30 concurrent decisions: %v (timeout %v)", state, slowest, timeout)
+			if slowest > timeout+400*time.Millisecond {
+				t.Fatalf("%s: slowest of 30 concurrent decisions took %v with timeout %v", state, slowest, timeout)
 			}
 		})
 	}
