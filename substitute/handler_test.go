@@ -158,7 +158,11 @@ func TestPassesUntouched(t *testing.T) {
 			if got := rec.Body.String(); got != string(b) {
 				t.Errorf("body %q, want it untouched %q", got, b)
 			}
-			if rec.Header().Get("Content-Length") != "14" || rec.Header().Get("Etag") != `"x"` {
+			etag := `"x"`
+			if c.status == http.StatusNotModified {
+				etag = `W/"x"` // the validator a substituted 200 would carry
+			}
+			if rec.Header().Get("Content-Length") != "14" || rec.Header().Get("Etag") != etag {
 				t.Errorf("headers changed: %v", rec.Header())
 			}
 		})

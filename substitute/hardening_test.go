@@ -151,3 +151,73 @@ func TestFirstWriteIsWorthCompressing(t *testing.T) {
 		t.Errorf("SSE held: client had %v bytes at each flush", rec.atFlush)
 	}
 }
+
+func TestWeakETagAndIfNoneMatch(t *testing.T) {
+	for _, c := range []struct {
+		etag string
+		enc  encoding
+		want string
+	}{
+		{`"abc-zstd"`, encZstd, `W/"abc"`},
+		{`"abc-zstd"`, identity, `W/"abc-zstd"`}, // not the body's coding: the origin's own tag
+		{`"abc-gzip"`, encGzip, `W/"abc"`},
+		{`"abc-br"`, encBrotli, `W/"abc"`},
+		{`"abc-deflate"`, encDeflate, `W/"abc"`},
+		{`"-gzip"`, encGzip, `W/"-gzip"`},
+		{`"abc"`, encGzip, `W/"abc"`},
+	} {
+		if got := weakETag(c.etag, c.enc); got != c.want {
+			t.Errorf("weakETag(%s, %d) = %s, want %s", c.etag, c.enc, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		inm  []string
+		want bool
+	}{
+		{[]string{`W/"x"`}, true},
+		{[]string{`"y", W/"x"`}, true},
+		{[]string{`"y"`, ` W/"x" `}, true},
+		{[]string{`"x"`}, false},
+		{[]string{`W/"x,y"`}, false},
+		{[]string{`*`}, false},
+		{[]string{`W/"x`}, false},
+		{nil, false},
+	} {
+		if got := listsETag(c.inm, `W/"x"`); got != c.want {
+			t.Errorf("listsETag(%q, W/\"x\") = %v, want %v", c.inm, got, c.want)
+		}
+	}
+}
+
+// TestNotModifiedETag: a 304 carries the ETag the 200 would have.
+func TestNotModifiedETag(t *testing.T) {
+	h := provision(t, &Handler{Rules: []Rule{{Find: "origin", Replace: "edge"}}})
+	for _, c := range []struct {
+		ctype, enc, etag, inm, want string
+	}{
+		{"text/html", "", `"x"`, `"x"`, `W/"x"`},       // names a substitutable type
+		{"image/png", "", `"x"`, `W/"x"`, `"x"`},       // names another: untouched
+		{"", "", `"x"`, `W/"x"`, `W/"x"`},              // no type: the client held the weak one
+		{"", "", `"x"`, `"x"`, `"x"`},                  // it held the strong one
+		{"", "", `"x"`, "", `"x"`},                     // it named none
+		{"", "", `W/"x"`, `W/"x"`, `W/"x"`},            // the origin's own weak tag
+		{"text/html", "gzip", `"x-gzip"`, "", `W/"x"`}, // coding suffix, as on the 200
+		{"text/html", "compress", `"x"`, `"x"`, `"x"`}, // a 200 in this coding passes untouched
+	} {
+		r := request("GET", "/")
+		if c.inm != "" {
+			r.Header.Set("If-None-Match", c.inm)
+		}
+		hdr := map[string]string{"Etag": c.etag}
+		if c.ctype != "" {
+			hdr["Content-Type"] = c.ctype
+		}
+		if c.enc != "" {
+			hdr["Content-Encoding"] = c.enc
+		}
+		rec := serve(t, h, r, origin(http.StatusNotModified, hdr, nil, 1))
+		if rec.Code != http.StatusNotModified || rec.Header().Get("Etag") != c.want {
+			t.Errorf("%+v: %d with ETag %s, want 304 with %s", c, rec.Code, rec.Header().Get("Etag"), c.want)
+		}
+	}
+}

@@ -120,6 +120,9 @@ func (rw *responseWriter) WriteHeader(status int) {
 		return
 	}
 	enc := parseEncoding(hdr["Content-Encoding"])
+	if status == http.StatusNotModified && enc != unknownEncoding {
+		rw.notModified(hdr, mediaType)
+	}
 	if !eligibleType || !rw.h.statusMatches(status) || !bodyAllowed(status) || enc == unknownEncoding {
 		rw.mode = passThrough
 		metrics.skipped.Inc()
@@ -132,9 +135,9 @@ func (rw *responseWriter) WriteHeader(status int) {
 	hdr.Del("Accept-Ranges")
 	hdr.Del("Content-Encoding") // decoded below, or identity
 	etag := hdr.Get("Etag")
-	strong := len(etag) > 2 && etag[0] == '"'
+	strong := isStrongETag(etag)
 	if strong {
-		hdr.Set("Etag", "W/"+etag) // the bytes differ from the origin's
+		hdr.Set("Etag", weakETag(etag, enc)) // the bytes differ from the origin's
 	}
 
 	rw.mode = substituting
@@ -159,6 +162,78 @@ func (rw *responseWriter) WriteHeader(status int) {
 		rw.body = rw.dec
 	}
 	rw.ResponseWriter.WriteHeader(status)
+}
+
+// notModified gives a 304 the validator the 200 would have carried (RFC
+// 9110 §15.4.5): the weak form of a strong ETag when the 200 would have
+// been substituted. A 304 seldom says its type: then the client's own
+// If-None-Match tells, since it names the ETag its stored 200 carried. A
+// client that holds the strong form (or names none) keeps the origin's.
+func (rw *responseWriter) notModified(hdr http.Header, mediaType string) {
+	etag := hdr.Get("Etag")
+	if !isStrongETag(etag) || !rw.h.statusMatches(http.StatusOK) {
+		return
+	}
+	weak := weakETag(etag, parseEncoding(hdr["Content-Encoding"]))
+	if mediaType != "" {
+		if !rw.h.typeMatches(mediaType) {
+			return
+		}
+	} else if !listsETag(rw.req.Header["If-None-Match"], weak) {
+		return
+	}
+	hdr.Set("Etag", weak)
+}
+
+// isStrongETag reports whether etag is a strong entity tag ("…").
+func isStrongETag(etag string) bool {
+	return len(etag) >= 2 && etag[0] == '"' && etag[len(etag)-1] == '"'
+}
+
+// codingSuffixes are what an origin's Caddy encode (and Apache's
+// mod_deflate) append to a strong ETag for each coding.
+var codingSuffixes = [...]string{encGzip: `-gzip"`, encDeflate: `-deflate"`, encBrotli: `-br"`, encZstd: `-zstd"`}
+
+// weakETag is the ETag of a substituted body whose upstream sent the strong
+// etag in coding enc: weak, since the bytes differ, and without the suffix
+// naming the upstream's coding, which is not the coding the client gets.
+// It then names the substituted representation whatever the upstream's
+// coding, so a conditional request gets a 304 whichever coding either side
+// picks.
+func weakETag(etag string, enc encoding) string {
+	if int(enc) < len(codingSuffixes) && codingSuffixes[enc] != "" {
+		if s := codingSuffixes[enc]; len(etag) > len(s)+1 && strings.HasSuffix(etag, s) {
+			etag = etag[:len(etag)-len(s)] + `"`
+		}
+	}
+	return "W/" + etag
+}
+
+// listsETag reports whether one of the If-None-Match values lists tag,
+// compared byte for byte.
+func listsETag(values []string, tag string) bool {
+	for _, v := range values {
+		for v != "" {
+			v = strings.TrimLeft(v, " \t,")
+			i := 0
+			if strings.HasPrefix(v, "W/") {
+				i = 2
+			}
+			if i >= len(v) || v[i] != '"' {
+				break // not an entity tag ("*" or garbage): nothing more to read
+			}
+			end := strings.IndexByte(v[i+1:], '"')
+			if end < 0 {
+				break
+			}
+			n := i + 1 + end + 1
+			if v[:n] == tag {
+				return true
+			}
+			v = v[n:]
+		}
+	}
+	return false
 }
 
 // useMemo restricts the scan to the rules the same bytes matched before.
