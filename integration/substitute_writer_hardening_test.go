@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -139,6 +141,98 @@ http://{$HOST}:{$HTTP_PORT} {
 		}
 		if len(body) > len(want)/3 {
 			t.Errorf("origin %s: %d compressed bytes for %d", enc, len(body), len(want))
+		}
+	}
+}
+
+// TestSubstitute304CarriesTheWeakETag: a 304 through substitute carries the
+// validator the 200 would have (RFC 9110 §15.4.5): the weak ETag, without
+// the coding suffix of the origin's encode, which is no longer the coding
+// of the body the client got.
+func TestSubstitute304CarriesTheWeakETag(t *testing.T) {
+	dir := t.TempDir()
+	var js bytes.Buffer
+	for i := range 200 {
+		fmt.Fprintf(&js, "load(\"https://origin.example/m/%d.js\");\n", i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "app.js"), js.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The origin as Caddy users run it: encode zstd gzip + file_server.
+	originCaddy := StartCaddy(t, fmt.Sprintf(`
+http://{$HOST}:{$HTTP_PORT} {
+	encode zstd gzip
+	root * %s
+	file_server
+}
+`, dir))
+	// A Go origin (net/http drops Content-Type from every 304; the unit
+	// test TestNotModifiedETag covers 304s that name their type).
+	goOrigin := Origin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Etag", `"x"`)
+		if strings.Contains(r.Header.Get("If-None-Match"), `"x"`) {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = io.WriteString(w, "origin.example page")
+	}))
+	c := StartCaddy(t, fmt.Sprintf(`
+http://{$HOST}:{$HTTP_PORT} {
+	encode zstd br gzip
+	substitute {
+		replace origin.example edge.example
+	}
+	handle /app.js {
+		reverse_proxy %s {
+			header_up Host {upstream_hostport}
+		}
+	}
+	handle {
+		reverse_proxy %s
+	}
+}
+`, strings.TrimPrefix(originCaddy.URL(""), "http://"), goOrigin))
+	client := c.Client()
+	const browser = "gzip, deflate, br, zstd"
+
+	resp, _ := Get(t, client, c.URL("/app.js"), "Accept-Encoding", browser)
+	etag := resp.Header.Get("Etag")
+	if resp.StatusCode != http.StatusOK || etag == "" {
+		t.Fatalf("200: status %d, ETag %q", resp.StatusCode, etag)
+	}
+	if !strings.HasPrefix(etag, `W/"`) || strings.Contains(etag, "-zstd") || strings.Contains(etag, "-gzip") {
+		t.Errorf("200: status %d, ETag %q, want a weak ETag without the origin's coding suffix", resp.StatusCode, etag)
+	}
+	for _, ae := range []string{browser, "identity", "gzip"} {
+		resp, body := Get(t, client, c.URL("/app.js"), "Accept-Encoding", ae, "If-None-Match", etag)
+		if resp.StatusCode != http.StatusNotModified || body != "" {
+			t.Fatalf("conditional GET (Accept-Encoding %q) with %s: status %d, want 304", ae, etag, resp.StatusCode)
+		}
+		if got := resp.Header.Get("Etag"); got != etag {
+			t.Errorf("304 (Accept-Encoding %q) carries ETag %q, the 200 carried %q", ae, got, etag)
+		}
+	}
+
+	// The Go origin: 200 W/"x"; a 304 to W/"x" carries W/"x".
+	resp, body := Get(t, client, c.URL("/page"), "Accept-Encoding", browser)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Etag") != `W/"x"` {
+		t.Fatalf("200: status %d, ETag %q (%q), want W/\"x\"", resp.StatusCode, resp.Header.Get("Etag"), body)
+	}
+	for _, tc := range []struct{ path, inm, want string }{
+		{"/page", `W/"x"`, `W/"x"`},
+		{"/page", `"y", W/"x"`, `W/"x"`},
+		// The client holds the strong form (from an unsubstituted 200): it
+		// keeps it, as nothing says what the 200 would be.
+		{"/page", `"x"`, `"x"`},
+	} {
+		resp, _ := Get(t, client, c.URL(tc.path), "Accept-Encoding", browser, "If-None-Match", tc.inm)
+		if resp.StatusCode != http.StatusNotModified {
+			t.Errorf("%s with If-None-Match %s: status %d, want 304", tc.path, tc.inm, resp.StatusCode)
+			continue
+		}
+		if got := resp.Header.Get("Etag"); got != tc.want {
+			t.Errorf("%s with If-None-Match %s: 304 carries ETag %q, want %q", tc.path, tc.inm, got, tc.want)
 		}
 	}
 }
