@@ -89,8 +89,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			size, err := humanize.ParseBytes(d.Val())
-			if err != nil || size > maxMaxMatch {
-				return d.Errf("max_match %q: must be a size such as 16KiB, at most 16MiB", d.Val())
+			if err != nil || size < minMaxMatch || size > maxMaxMatch {
+				return d.Errf("max_match %q: must be a size from 64B to 16MiB, such as 16KiB (leave it out for the default 16KiB)", d.Val())
 			}
 			h.MaxMatch = int(size)
 			if d.NextArg() {

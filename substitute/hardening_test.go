@@ -1,6 +1,7 @@
 package substitute
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
@@ -219,5 +222,35 @@ func TestNotModifiedETag(t *testing.T) {
 		if rec.Code != http.StatusNotModified || rec.Header().Get("Etag") != c.want {
 			t.Errorf("%+v: %d with ETag %s, want 304 with %s", c, rec.Code, rec.Header().Get("Etag"), c.want)
 		}
+	}
+}
+
+// TestMaxMatchZeroRefused: an explicit max_match 0 is an error, not the
+// default (Caddyfile and JSON); an omitted one is the default.
+func TestMaxMatchZeroRefused(t *testing.T) {
+	d := caddyfile.NewTestDispenser("substitute {\n replace a b\n max_match 0\n}")
+	if err := new(Handler).UnmarshalCaddyfile(d); err == nil || !strings.Contains(err.Error(), "max_match") {
+		t.Errorf("Caddyfile max_match 0: error %v, want one about max_match", err)
+	}
+	load := func(js string) (*Handler, error) {
+		h := new(Handler)
+		if err := caddy.StrictUnmarshalJSON([]byte(js), h); err != nil {
+			return nil, err
+		}
+		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+		defer cancel()
+		if err := h.Provision(ctx); err != nil {
+			return nil, err
+		}
+		return h, h.Validate()
+	}
+	if _, err := load(`{"rules":[{"find":"a","replace":"b"}],"max_match":0}`); err == nil || !strings.Contains(err.Error(), "substitute: max_match 0") {
+		t.Errorf(`JSON "max_match": 0: error %v, want one about max_match 0`, err)
+	}
+	if h, err := load(`{"rules":[{"find":"a","replace":"b"}]}`); err != nil || h.MaxMatch != 16<<10 {
+		t.Errorf("JSON without max_match: %v, want the default 16 KiB", err)
+	}
+	if _, err := load(`{"rules":[{"find":"a","replace":"b"}],"max_match":4096,"bogus":1}`); err == nil {
+		t.Error("JSON with an unknown field accepted")
 	}
 }

@@ -4,6 +4,8 @@
 package substitute
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -68,7 +70,8 @@ type Handler struct {
 	Priority string `json:"priority,omitempty"`
 
 	// MaxMatch is the longest match, in bytes, that can be replaced; it
-	// bounds the bytes held back per response. Default 16 KiB.
+	// bounds the bytes held back per response. Omitted: 16 KiB; an
+	// explicit 0 is refused, like any value outside 64 B..16 MiB.
 	MaxMatch int `json:"max_match,omitempty"`
 
 	// Memo is how many resources (host, path, query) remember which rules
@@ -76,6 +79,8 @@ type Handler struct {
 	// body is scanned for those rules only, or not at all. 0 selects the
 	// default (10,000); -1 turns the memo off.
 	Memo int `json:"memo,omitempty"`
+
+	maxMatchSet bool // max_match was in the JSON, even as 0
 
 	set      *engine.Set
 	priority engine.Priority
@@ -120,7 +125,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.Priority == "" {
 		h.Priority = "longest"
 	}
-	if h.MaxMatch == 0 {
+	if h.MaxMatch == 0 && !h.maxMatchSet {
 		h.MaxMatch = engine.DefaultMaxMatch
 	}
 	if h.Memo == 0 {
@@ -149,10 +154,33 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	return nil
 }
 
+// UnmarshalJSON decodes h as usual (unknown fields refused, as Caddy does)
+// and notes whether max_match was given: an explicit 0 is an error, not
+// the default it would silently become.
+func (h *Handler) UnmarshalJSON(b []byte) error {
+	type plain Handler // without this method
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode((*plain)(h)); err != nil {
+		return err
+	}
+	var probe struct {
+		MaxMatch json.RawMessage `json:"max_match"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return err
+	}
+	h.maxMatchSet = probe.MaxMatch != nil && string(probe.MaxMatch) != "null"
+	return nil
+}
+
 // Validate refuses a configuration that makes no sense.
 func (h *Handler) Validate() error {
 	if len(h.Rules) == 0 {
 		return fmt.Errorf("substitute: no rules: add at least one replace or regex rule")
+	}
+	if h.MaxMatch < minMaxMatch || h.MaxMatch > maxMaxMatch {
+		return fmt.Errorf("substitute: max_match %d: must be %d..%d bytes (the longest match to replace); leave it out for the default %d", h.MaxMatch, minMaxMatch, maxMaxMatch, engine.DefaultMaxMatch)
 	}
 	for i, r := range h.Rules {
 		if !r.Regex && len(r.Find) > h.MaxMatch {
@@ -161,9 +189,6 @@ func (h *Handler) Validate() error {
 	}
 	if h.Priority != "longest" && h.Priority != "first" {
 		return fmt.Errorf("substitute: priority %q: must be longest or first", h.Priority)
-	}
-	if h.MaxMatch < minMaxMatch || h.MaxMatch > maxMaxMatch {
-		return fmt.Errorf("substitute: max_match %d: must be %d..%d bytes (the longest match to replace)", h.MaxMatch, minMaxMatch, maxMaxMatch)
 	}
 	if h.Memo < MemoOff || h.Memo > maxMemo {
 		return fmt.Errorf("substitute: memo %d: must be 1..%d entries, or off", h.Memo, maxMemo)
