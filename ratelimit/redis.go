@@ -129,12 +129,7 @@ func (c *redisConn) get(ctx context.Context) (rueidis.Client, error) {
 		}
 		return cl, nil
 	}
-	a := c.dialing
-	if a == nil {
-		a = &dialAttempt{done: make(chan struct{})}
-		c.dialing = a
-		go c.connect(a)
-	}
+	a := c.dial()
 	c.mu.Unlock()
 	select {
 	case <-a.done:
@@ -150,6 +145,26 @@ func (c *redisConn) get(ctx context.Context) (rueidis.Client, error) {
 		return nil, errConnClosed
 	}
 	return c.client, nil
+}
+
+// dial returns the connect attempt running, starting one if none is; c.mu
+// is held.
+func (c *redisConn) dial() *dialAttempt {
+	if c.dialing == nil {
+		c.dialing = &dialAttempt{done: make(chan struct{})}
+		go c.connect(c.dialing)
+	}
+	return c.dialing
+}
+
+// warm starts connecting ahead of the first request, which then waits only
+// for what is left of the attempt.
+func (c *redisConn) warm() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.client == nil && !c.closed {
+		c.dial()
+	}
 }
 
 // connect makes one client for get; the next caller after a failure starts
@@ -262,6 +277,7 @@ func newRedisBackend(s *RedisStore) (*redisBackend, error) {
 	if err != nil {
 		return nil, err
 	}
+	v.(*redisConn).warm()
 	return &redisBackend{
 		poolKey: key,
 		conn:    v.(*redisConn),
