@@ -62,16 +62,40 @@ func (s *chainScan) field() bool {
 // leave charges a line passed in full.
 func (s *chainScan) leave(line string) { s.budget -= len(line) }
 
+// spanCheck stops a walk at the first member of the trusted span (the
+// `span` rightmost members) that is not in `trusted`: the request did not
+// come through the edge, and nothing further left may be read.
+type spanCheck struct {
+	span    int
+	trusted []netip.Prefix // nil: the span is proven by the secret alone
+}
+
+// untrusted reports whether the member just collected is in the span and
+// not trusted.
+func (c spanCheck) untrusted(out *members) bool {
+	return out.n <= c.span && c.trusted != nil && !inPrefixes(c.trusted, out.m[out.n-1].addr)
+}
+
+func inPrefixes(prefixes []netip.Prefix, addr netip.Addr) bool {
+	for _, p := range prefixes {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
 // lastXFF collects the rightmost `want` non-empty entries of the
 // X-Forwarded-For lines (joined in order), walking from the right without
 // splitting. It stops at the first entry that is not an address, since
 // nothing left of it can be believed, and gives up on an entry as soon as
-// it is longer than any address or holds a character none has. It reports
+// it is longer than any address or holds a character none has, and at the
+// first member of the span that stop finds untrusted. It reports
 // true when the part it had to read breaks the caps. It never reads left of
 // the last entry it collects (but for the whitespace before it, to find
 // that the entry ends there), so what a caller wrote there costs nothing
 // and changes nothing.
-func lastXFF(lines []string, want int, out *members) (chainTooLong bool) {
+func lastXFF(lines []string, want int, stop spanCheck, out *members) (chainTooLong bool) {
 	out.n = 0
 	scan := newChainScan()
 	for li := len(lines) - 1; li >= 0 && out.n < want; li-- {
@@ -122,7 +146,7 @@ func lastXFF(lines []string, want int, out *members) (chainTooLong bool) {
 				addr, text, ok := parseNode(line[tokStart:tokEnd])
 				out.m[out.n] = member{addr: addr, text: text, valid: ok, line: li, offset: tokStart}
 				out.n++
-				if !ok || out.n == want {
+				if !ok || out.n == want || stop.untrusted(out) {
 					return false
 				}
 			}
@@ -148,7 +172,7 @@ func isOWS(c byte) bool { return c == ' ' || c == '\t' }
 // one in for, by, host or proto), which is what lets the parse start at
 // the right end and stop at the client's element. An element split by
 // such a comma is malformed, hence invalid.
-func lastForwarded(lines []string, want int, out *members) (chainTooLong bool) {
+func lastForwarded(lines []string, want int, stop spanCheck, out *members) (chainTooLong bool) {
 	out.n = 0
 	scan := newChainScan()
 	for li := len(lines) - 1; li >= 0 && out.n < want; li-- {
@@ -179,7 +203,7 @@ func lastForwarded(lines []string, want int, out *members) (chainTooLong bool) {
 				elem, _, _ := forwardedElement(line[first:end], 0)
 				out.m[out.n] = elem
 				out.n++
-				if !elem.valid || out.n == want {
+				if !elem.valid || out.n == want || stop.untrusted(out) {
 					return false
 				}
 			} else if start < floor {

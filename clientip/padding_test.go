@@ -34,12 +34,16 @@ func TestCallerPaddingXFF(t *testing.T) {
 		edge   []string // what the edge (and its hops) wrote, as lines
 		want   string
 		source source
+		reason reason
 	}{
-		{`{"trusted_proxies":["10.0.0.0/8"]}`, []string{callerIP}, callerIP, sourceXFF},
-		{`{"trusted_proxies":["10.0.0.0/8"],"hops":3}`, []string{callerIP + ", 10.1.1.1", "10.2.2.2"}, callerIP, sourceXFF},
-		{`{"trusted_proxies":["10.0.0.0/8"],"header":"X-Client","hops":2}`, []string{"10.1.1.1"}, callerIP, sourceHeader},
+		{`{"trusted_proxies":["10.0.0.0/8"]}`, []string{callerIP}, callerIP, sourceXFF, 0},
+		{`{"trusted_proxies":["10.0.0.0/8"],"hops":3}`, []string{callerIP + ", 10.1.1.1", "10.2.2.2"}, callerIP, sourceXFF, 0},
+		{`{"trusted_proxies":["10.0.0.0/8"],"header":"X-Client","hops":2}`, []string{"10.1.1.1"}, callerIP, sourceHeader, 0},
 		// An invalid client entry stays invalid whatever lies left of it.
-		{`{"trusted_proxies":["10.0.0.0/8"]}`, []string{"unknown"}, "10.0.0.1", sourcePeer},
+		{`{"trusted_proxies":["10.0.0.0/8"]}`, []string{"unknown"}, "10.0.0.1", sourcePeer, reasonInvalid},
+		// So does an untrusted hop in the span, even when the edge's part is
+		// shorter than the span: nothing left of that hop is read.
+		{`{"trusted_proxies":["10.0.0.0/8"],"hops":4}`, []string{"192.0.2.9"}, "10.0.0.1", sourcePeer, reasonUntrustedHop},
 	} {
 		h := provision(t, cfg.config)
 		for _, pad := range callerPaddings {
@@ -49,8 +53,8 @@ func TestCallerPaddingXFF(t *testing.T) {
 					header := hdr("X-Client", callerIP)
 					header["X-Forwarded-For"] = lines
 					res := h.resolver.resolve(edgePeer, header)
-					if res.client.String() != cfg.want || res.source != cfg.source {
-						t.Errorf("client %s source %s (reason %s), want %s %s", res.client, res.source, res.reason, cfg.want, cfg.source)
+					if res.client.String() != cfg.want || res.source != cfg.source || res.reason != cfg.reason {
+						t.Errorf("client %s source %s reason %q, want %s %s %q", res.client, res.source, res.reason, cfg.want, cfg.source, cfg.reason)
 					}
 				})
 			}
@@ -64,10 +68,12 @@ func TestCallerPaddingForwarded(t *testing.T) {
 		edge   []string
 		want   string
 		source source
+		reason reason
 	}{
-		{`{"trusted_proxies":["10.0.0.0/8"],"forwarded":true}`, []string{"for=" + callerIP + ";proto=https"}, callerIP, sourceForwarded},
-		{`{"trusted_proxies":["10.0.0.0/8"],"forwarded":true,"hops":2}`, []string{`for=` + callerIP + `, for="10.1.1.1:80"`}, callerIP, sourceForwarded},
-		{`{"trusted_proxies":["10.0.0.0/8"],"forwarded":true}`, []string{"for=unknown"}, "10.0.0.1", sourcePeer},
+		{`{"trusted_proxies":["10.0.0.0/8"],"forwarded":true}`, []string{"for=" + callerIP + ";proto=https"}, callerIP, sourceForwarded, 0},
+		{`{"trusted_proxies":["10.0.0.0/8"],"forwarded":true,"hops":2}`, []string{`for=` + callerIP + `, for="10.1.1.1:80"`}, callerIP, sourceForwarded, 0},
+		{`{"trusted_proxies":["10.0.0.0/8"],"forwarded":true}`, []string{"for=unknown"}, "10.0.0.1", sourcePeer, reasonInvalid},
+		{`{"trusted_proxies":["10.0.0.0/8"],"forwarded":true,"hops":4}`, []string{"for=192.0.2.9"}, "10.0.0.1", sourcePeer, reasonUntrustedHop},
 	} {
 		h := provision(t, cfg.config)
 		for _, pad := range callerPaddings {
@@ -75,8 +81,8 @@ func TestCallerPaddingForwarded(t *testing.T) {
 				t.Run(cfg.config+"/"+pad.name+"/"+join, func(t *testing.T) {
 					lines := joinLines(pad.lines, cfg.edge, join == "same line", ", ")
 					res := h.resolver.resolve(edgePeer, http.Header{"Forwarded": lines})
-					if res.client.String() != cfg.want || res.source != cfg.source {
-						t.Errorf("client %s source %s (reason %s), want %s %s", res.client, res.source, res.reason, cfg.want, cfg.source)
+					if res.client.String() != cfg.want || res.source != cfg.source || res.reason != cfg.reason {
+						t.Errorf("client %s source %s reason %q, want %s %s %q", res.client, res.source, res.reason, cfg.want, cfg.source, cfg.reason)
 					}
 				})
 			}

@@ -92,10 +92,11 @@ func (rs *resolver) resolve(remoteAddr string, header http.Header) resolution {
 	var chain members
 	if want > 0 {
 		var tooLong bool
+		stop := spanCheck{span: rs.hops - 1, trusted: rs.trusted}
 		if rs.source == sourceForwarded {
-			tooLong = lastForwarded(header["Forwarded"], want, &chain)
+			tooLong = lastForwarded(header["Forwarded"], want, stop, &chain)
 		} else {
-			tooLong = lastXFF(header["X-Forwarded-For"], want, &chain)
+			tooLong = lastXFF(header["X-Forwarded-For"], want, stop, &chain)
 		}
 		if tooLong {
 			res.reason = reasonTooLong
