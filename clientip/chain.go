@@ -127,11 +127,19 @@ func lastXFF(lines []string, want int, stop spanCheck, out *members) (chainTooLo
 			}
 			start := tokStart
 			if tokStart < tokEnd {
+				addr, text, ok := parseNode(line[tokStart:tokEnd])
+				out.m[out.n] = member{addr: addr, text: text, valid: ok, line: li, offset: tokStart}
+				out.n++
+				// A member that ends the walk is judged before anything
+				// left of it is looked at.
+				if !ok || stop.untrusted(out) {
+					return false
+				}
 				// The whitespace before the last entry wanted is the
 				// separator's: not counted, so the outcome is the same
 				// whether the edge appended to the caller's line or added
 				// its own.
-				last := out.n == want-1
+				last := out.n == want
 				for start > 0 && isOWS(line[start-1]) {
 					if !last && start-1 < floor {
 						return true
@@ -139,14 +147,10 @@ func lastXFF(lines []string, want int, stop spanCheck, out *members) (chainTooLo
 					start--
 				}
 				if start > 0 && line[start-1] != ',' { // "a b": two words in one entry
-					out.m[out.n] = member{}
-					out.n++
+					out.m[out.n-1] = member{}
 					return false
 				}
-				addr, text, ok := parseNode(line[tokStart:tokEnd])
-				out.m[out.n] = member{addr: addr, text: text, valid: ok, line: li, offset: tokStart}
-				out.n++
-				if !ok || out.n == want || stop.untrusted(out) {
+				if last {
 					return false
 				}
 			}
@@ -184,10 +188,10 @@ func lastForwarded(lines []string, want int, stop spanCheck, out *members) (chai
 				return true
 			}
 			// Find the element's start and its first non-whitespace byte.
-			// Whitespace beyond the floor is allowed only before the last
-			// element wanted (see lastXFF); anything else there is too long.
-			last := out.n == want-1
-			start, first := end, end
+			// Whitespace beyond the floor is too long only once the element
+			// turns out not to end the walk: before the last element wanted
+			// it is the separator's (see lastXFF).
+			start, first, beyond := end, end, false
 			for start > 0 && line[start-1] != ',' {
 				start--
 				if !isOWS(line[start]) {
@@ -195,8 +199,8 @@ func lastForwarded(lines []string, want int, stop spanCheck, out *members) (chai
 						return true
 					}
 					first = start
-				} else if start < floor && !last {
-					return true
+				} else if start < floor {
+					beyond = true
 				}
 			}
 			if first < end { // not an empty element, which the list syntax ignores
@@ -206,7 +210,8 @@ func lastForwarded(lines []string, want int, stop spanCheck, out *members) (chai
 				if !elem.valid || out.n == want || stop.untrusted(out) {
 					return false
 				}
-			} else if start < floor {
+			}
+			if beyond {
 				return true
 			}
 			if start == 0 {
