@@ -373,6 +373,14 @@ func (c *Caddy) Load(sites string) (status int, body string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusOK {
+		// Caddy answers once the old servers' shutdowns were scheduled,
+		// not once their sockets closed; the kernel spreads connections
+		// over the old and new SO_REUSEPORT sockets meanwhile, and one
+		// queued on an old socket is dropped when it closes (the client
+		// sees EOF). Give the handover a moment.
+		time.Sleep(250 * time.Millisecond)
+	}
 	return resp.StatusCode, string(b)
 }
 

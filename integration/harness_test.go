@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddy-edgekit/edgekit/internal/loopback"
 )
@@ -162,8 +163,13 @@ func TestHarnessOwnAddress(t *testing.T) {
 		same := func() ports { return p }
 		a := startCaddyOn(t, Options{}, "127.0.0.1", same, harnessSites("a"))
 		b := startCaddyOn(t, Options{}, "127.0.0.1", same, harnessSites("b"))
+		// b's readiness check may have been answered by a (they share the
+		// admin port too): wait for b's own word that it serves.
+		if !WaitFor(t.Context(), 30*time.Second, func() bool { return strings.Contains(b.Logs(), `"server running"`) }) {
+			t.Fatalf("b never said it serves:\n%s", b.Logs())
+		}
 		seen := map[string]int{}
-		for i := 0; i < 200 && (seen["a"] == 0 || seen["b"] == 0); i++ {
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && (seen["a"] == 0 || seen["b"] == 0); {
 			for body, k := range harnessAnswers(t, a.Client(), a.URL("/"), 1) {
 				seen[body] += k
 			}
@@ -172,6 +178,5 @@ func TestHarnessOwnAddress(t *testing.T) {
 			t.Fatalf("two Caddys on %s port %d: answers %v; the control expects both to answer (SO_REUSEPORT shares the port)", a.Host, p.http, seen)
 		}
 		t.Logf("two Caddys on one address and port %d shared its connections: %v", p.http, seen)
-		_ = b
 	})
 }
