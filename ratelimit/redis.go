@@ -170,7 +170,7 @@ func (c *redisConn) warm() {
 // connect makes one client for get; the next caller after a failure starts
 // another attempt (the breaker spaces them out).
 func (c *redisConn) connect(a *dialAttempt) {
-	cl, err := rueidis.NewClient(c.opt)
+	cl, err := newRedisClient(c.opt)
 	c.mu.Lock()
 	switch {
 	case err != nil:
@@ -185,6 +185,21 @@ func (c *redisConn) connect(a *dialAttempt) {
 	c.mu.Unlock()
 	close(a.done)
 }
+
+// newRedisClient runs rueidisNewClient where no request can recover a
+// panic (connect's own goroutine): a panic in the client's constructor becomes
+// this attempt's error, which on_error handles, never the end of the process.
+func newRedisClient(opt rueidis.ClientOption) (cl rueidis.Client, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			cl, err = nil, fmt.Errorf("throttle: redis client for %v panicked while connecting: %v", opt.InitAddress, r)
+		}
+	}()
+	return rueidisNewClient(opt)
+}
+
+// rueidisNewClient is a variable so that a test can make it panic.
+var rueidisNewClient = rueidis.NewClient
 
 // admit says whether to ask Redis now: always while the breaker is closed;
 // once open, nothing until the cooldown ends, then a single probe.
