@@ -93,13 +93,39 @@ http://{$HOST}:{$HTTP_PORT} {`+route("/xff/", "")+route("/fwd/", "forwarded")+`
 	}
 }
 
-// clientIPLogFilter is the README's access log filter, word for word.
+// clientIPLogFilter is the documented access log filter, word for word:
+// TestClientIPLogFilterIsTheDocumentedOne keeps the two in step.
 const clientIPLogFilter = `
 	log {
 		format filter {
 			request>headers>X-Edge-Secret delete
 		}
 	}`
+
+// TestClientIPLogFilterIsTheDocumentedOne: the README, the client_ip
+// reference and the example ship the very filter the test below proves.
+func TestClientIPLogFilterIsTheDocumentedOne(t *testing.T) {
+	want := trimLines(clientIPLogFilter)
+	for _, f := range []string{"../README.md", "../docs/client_ip.md", "../examples/Caddyfile"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(trimLines(string(b)), want) {
+			t.Errorf("%s does not show the access log filter this test proves:\n%s", f, clientIPLogFilter)
+		}
+	}
+}
+
+// trimLines drops each line's indentation, so a block compares the same at
+// any depth.
+func trimLines(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSpace(l)
+	}
+	return strings.Join(lines, "\n")
+}
 
 // TestClientIPSecretNotInAccessLog: with the documented filter the access
 // log records the request but never the secret; without it (the control,
