@@ -19,7 +19,7 @@ import (
 
 // The edge lab: what a PoP near the caller buys when the origin is far away,
 // and the two settings a PoP gets wrong most easily (caller identity and
-// keep-alive idle timeouts). Distances come from the relays in latency.go.
+// keep-alive idle timeouts). Distances come from the relays in latency_relay_test.go.
 
 // labPhone is a client that dials from its own loopback address (Linux
 // routes all of 127/8 to lo), so each phone is a different caller. Over TLS
