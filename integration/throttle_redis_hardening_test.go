@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddy-edgekit/edgekit/internal/testredis"
 )
 
 // TestThrottleRedisHangupsKeepBreakerClosed: clients that send a request
@@ -194,46 +196,11 @@ func TestThrottleRedisPlaceholders(t *testing.T) {
 	}
 }
 
-// hungServer accepts connections and never answers, as a Redis stuck in a
-// long command or a black-holing middlebox; it closes them at cleanup.
-func hungServer(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return // closed at cleanup
-			}
-			mu.Lock()
-			conns = append(conns, conn)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return l.Addr().String()
-}
-
 // TestThrottleRedisHungServerBounded: against a server that accepts and
 // never answers, with timeout 100ms, no request waits much longer than the
 // timeout, however many arrive together while the client connects.
 func TestThrottleRedisHungServerBounded(t *testing.T) {
-	addr := hungServer(t)
+	addr := testredis.Hung(t, "127.0.0.1:0")
 	route := func(path, onError string) string {
 		return `
 	handle ` + path + ` {

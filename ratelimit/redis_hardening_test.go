@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"net"
 	"strings"
 	"sync"
 	"syscall"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-edgekit/edgekit/internal/testredis"
 )
 
 // TestRedisCanceledRequestIsNoFailure: a request whose client went away
@@ -100,52 +101,13 @@ func TestRedisPlaceholders(t *testing.T) {
 // answers, concurrent decisions while the client connects each take about
 // the timeout, not a turn each behind one connect attempt after another.
 func TestRedisHungConnectConcurrent(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var held []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		<-done
-		for _, c := range held {
-			c.Close()
-		}
-	})
+	addr := testredis.Hung(t, "127.0.0.1:0")
 	const timeout = 100 * time.Millisecond
 	h := provision(t, &Handler{
 		Zones: []*Zone{{Name: "r-hung-connect", Rate: "1/1h"}},
-		Store: &Store{Type: "redis", Redis: &RedisStore{Address: l.Addr().String(), Timeout: caddy.Duration(timeout), OnError: "deny"}},
+		Store: &Store{Type: "redis", Redis: &RedisStore{Address: addr, Timeout: caddy.Duration(timeout), OnError: "deny"}},
 	}, nil)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var slowest time.Duration
-	for range 30 {
-		wg.Go(func() {
-			var out [1]outcome
-			start := time.Now()
-			_, err := h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:])
-			took := time.Since(start)
-			mu.Lock()
-			slowest = max(slowest, took)
-			mu.Unlock()
-			if err == nil {
-				t.Error("a server that never answers decided a request")
-			}
-		})
-	}
-	wg.Wait()
+	slowest := slowestOfConcurrentDecisions(t, h, 30)
 	t.Logf("slowest of 30 concurrent decisions: %v (timeout %v)", slowest, timeout)
 	if slowest > timeout+400*time.Millisecond {
 		t.Fatalf("slowest of 30 concurrent decisions took %v with timeout %v", slowest, timeout)
@@ -219,49 +181,39 @@ func TestRedisHungAfterConnect(t *testing.T) {
 				t.Cleanup(func() { _ = rs.cmd.Process.Signal(syscall.SIGCONT) })
 			case "reconnect":
 				rs.kill()
-				l, err := net.Listen("tcp", rs.addr())
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { l.Close() })
-				go func() {
-					var held []net.Conn
-					defer func() {
-						for _, c := range held {
-							c.Close()
-						}
-					}()
-					for {
-						c, err := l.Accept()
-						if err != nil {
-							return
-						}
-						held = append(held, c)
-					}
-				}()
+				testredis.Hung(t, rs.addr())
 			}
-			var wg sync.WaitGroup
-			var mu sync.Mutex
-			var slowest time.Duration
-			for range 30 {
-				wg.Go(func() {
-					var out [1]outcome
-					start := time.Now()
-					_, err := h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:])
-					took := time.Since(start)
-					mu.Lock()
-					slowest = max(slowest, took)
-					mu.Unlock()
-					if err == nil {
-						t.Error("a server that never answers decided a request")
-					}
-				})
-			}
-			wg.Wait()
+			slowest := slowestOfConcurrentDecisions(t, h, 30)
 			t.Logf("%s: slowest of 30 concurrent decisions: %v (timeout %v)", state, slowest, timeout)
 			if slowest > timeout+400*time.Millisecond {
 				t.Fatalf("%s: slowest of 30 concurrent decisions took %v with timeout %v", state, slowest, timeout)
 			}
 		})
 	}
+}
+
+// slowestOfConcurrentDecisions makes n decisions at once against a Redis
+// that never answers, and returns the longest any of them took; each must
+// fail (on_error applies), none may be decided.
+func slowestOfConcurrentDecisions(t *testing.T, h *Handler, n int) time.Duration {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var slowest time.Duration
+	for range n {
+		wg.Go(func() {
+			var out [1]outcome
+			start := time.Now()
+			_, err := h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:])
+			took := time.Since(start)
+			mu.Lock()
+			slowest = max(slowest, took)
+			mu.Unlock()
+			if err == nil {
+				t.Error("a server that never answers decided a request")
+			}
+		})
+	}
+	wg.Wait()
+	return slowest
 }
