@@ -4,10 +4,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	_ "github.com/caddy-edgekit/edgekit/brotli"
+	"github.com/caddy-edgekit/edgekit/internal/adapttest"
 )
 
 // TestDirectiveAlone checks that this package alone, as in `xcaddy build
@@ -22,11 +22,11 @@ func TestDirectiveAlone(t *testing.T) {
 	respond "ok"
 }
 `
-	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfileText), nil)
+	adapted, err := adapttest.Adapt(caddyfileText)
 	if err != nil {
 		t.Fatalf("encode br does not adapt with only its package imported: %v", err)
 	}
-	if json := string(adapted); !strings.Contains(json, `"br":{"quality":5}`) {
-		t.Fatalf(`want "br":{"quality":5} in the encode handler, got %s`, json)
+	if !strings.Contains(adapted, `"br":{"quality":5}`) {
+		t.Fatalf(`want "br":{"quality":5} in the encode handler, got %s`, adapted)
 	}
 }

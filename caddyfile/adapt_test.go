@@ -1,18 +1,16 @@
 package caddyfile_test
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	_ "github.com/caddy-edgekit/edgekit"
+	"github.com/caddy-edgekit/edgekit/internal/adapttest"
 )
 
 // TestAdapt runs every testdata/*.caddyfiletest, in Caddy's own format: a
@@ -50,7 +48,7 @@ func TestAdapt(t *testing.T) {
 			if expected == "" {
 				t.Fatalf("%s: expected part is empty", file)
 			}
-			got := adaptOrValidateError(caddyfileText)
+			got := adapttest.Validate(caddyfileText)
 			if got == nil {
 				t.Fatalf("%s: expected an error containing %q, got none", file, expected)
 			}
@@ -59,16 +57,4 @@ func TestAdapt(t *testing.T) {
 			}
 		})
 	}
-}
-
-func adaptOrValidateError(caddyfileText string) error {
-	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfileText), nil)
-	if err != nil {
-		return err
-	}
-	var cfg caddy.Config
-	if err := json.Unmarshal(adapted, &cfg); err != nil {
-		return err
-	}
-	return caddy.Validate(&cfg)
 }

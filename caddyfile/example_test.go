@@ -3,6 +3,8 @@ package caddyfile_test
 import (
 	"os"
 	"testing"
+
+	"github.com/caddy-edgekit/edgekit/internal/adapttest"
 )
 
 // TestExampleCaddyfileIsValid keeps the README's demo command working: the
@@ -12,7 +14,7 @@ func TestExampleCaddyfileIsValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := adaptOrValidateError(string(data)); err != nil {
+	if err := adapttest.Validate(string(data)); err != nil {
 		t.Fatalf("examples/Caddyfile: %v", err)
 	}
 }

@@ -1,13 +1,12 @@
 package clientip_test
 
 import (
-	"strings"
 	"testing"
 
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	_ "github.com/caddy-edgekit/edgekit/clientip"
+	"github.com/caddy-edgekit/edgekit/internal/adapttest"
 )
 
 // TestDirectiveAlone checks that this package alone, as in `xcaddy build
@@ -23,14 +22,9 @@ func TestDirectiveAlone(t *testing.T) {
 	respond "ok"
 }
 `
-	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfileText), nil)
+	adapted, err := adapttest.Adapt(caddyfileText)
 	if err != nil {
 		t.Fatalf("client_ip does not adapt with only its package imported: %v", err)
 	}
-	json := string(adapted)
-	own := strings.Index(json, `"handler":"client_ip"`)
-	header := strings.Index(json, `"handler":"headers"`)
-	if own < 0 || header < 0 || own > header {
-		t.Fatalf("client_ip must come first (registered order: after tracing), got %s", json)
-	}
+	adapttest.HandlerOrder(t, adapted, "client_ip", "headers")
 }

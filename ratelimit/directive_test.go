@@ -1,12 +1,11 @@
 package ratelimit_test
 
 import (
-	"strings"
 	"testing"
 
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
+	"github.com/caddy-edgekit/edgekit/internal/adapttest"
 	_ "github.com/caddy-edgekit/edgekit/ratelimit"
 )
 
@@ -25,15 +24,9 @@ func TestDirectiveAlone(t *testing.T) {
 	header X-Test 1
 }
 `
-	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfileText), nil)
+	adapted, err := adapttest.Adapt(caddyfileText)
 	if err != nil {
 		t.Fatalf("throttle does not adapt with only its package imported: %v", err)
 	}
-	json := string(adapted)
-	header := strings.Index(json, `"handler":"headers"`)
-	own := strings.Index(json, `"handler":"throttle"`)
-	respond := strings.Index(json, `"handler":"static_response"`)
-	if header < 0 || own < 0 || respond < 0 || !(header < own && own < respond) {
-		t.Fatalf("want headers, throttle, static_response in that order (throttle is ordered before basic_auth), got %s", json)
-	}
+	adapttest.HandlerOrder(t, adapted, "headers", "throttle", "static_response")
 }

@@ -1,14 +1,12 @@
 package substitute_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
+	"github.com/caddy-edgekit/edgekit/internal/adapttest"
 	_ "github.com/caddy-edgekit/edgekit/substitute"
 )
 
@@ -25,17 +23,11 @@ func TestDirectiveAlone(t *testing.T) {
 	encode gzip
 }
 `
-	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfileText), nil)
+	adapted, err := adapttest.Adapt(caddyfileText)
 	if err != nil {
 		t.Fatalf("substitute does not adapt with only its package imported: %v", err)
 	}
-	json := string(adapted)
-	encode := strings.Index(json, `"handler":"encode"`)
-	own := strings.Index(json, `"handler":"substitute"`)
-	respond := strings.Index(json, `"handler":"static_response"`)
-	if encode < 0 || own < 0 || respond < 0 || !(encode < own && own < respond) {
-		t.Fatalf("want encode, substitute, static_response in that order (substitute is ordered after encode), got %s", json)
-	}
+	adapttest.HandlerOrder(t, adapted, "encode", "substitute", "static_response")
 }
 
 // TestReplacementDollar: a literal rule writes $ as is, as nginx's sub_filter
@@ -50,7 +42,7 @@ func TestReplacementDollar(t *testing.T) {
 		{`regex "(\d+)€" "$01"`, `refers to group "01"`},
 	} {
 		caddyfileText := ":8080 {\n\tsubstitute {\n\t\t" + tc.rule + "\n\t}\n}\n"
-		err := adaptAndValidate(caddyfileText)
+		err := adapttest.Validate(caddyfileText)
 		switch {
 		case tc.wantErr == "" && err != nil:
 			t.Errorf("%s: %v", tc.rule, err)
@@ -58,16 +50,4 @@ func TestReplacementDollar(t *testing.T) {
 			t.Errorf("%s: want an error containing %q, got %v", tc.rule, tc.wantErr, err)
 		}
 	}
-}
-
-func adaptAndValidate(caddyfileText string) error {
-	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfileText), nil)
-	if err != nil {
-		return err
-	}
-	var cfg caddy.Config
-	if err := json.Unmarshal(adapted, &cfg); err != nil {
-		return err
-	}
-	return caddy.Validate(&cfg)
 }
