@@ -58,8 +58,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					h.TrustedProxies = append(h.TrustedProxies, caddyhttp.PrivateRangesCIDR()...)
 					continue
 				}
-				if _, err := caddyhttp.CIDRExpressionToPrefix(arg); err != nil {
-					return d.Errf("trusted_proxies: %v: give a CIDR (10.0.0.0/8), an IP or private_ranges", err)
+				if _, err := parseTrustedProxy(arg); err != nil {
+					return d.Err(err.Error())
 				}
 				h.TrustedProxies = append(h.TrustedProxies, arg)
 			}
@@ -69,8 +69,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			n, err := strconv.Atoi(arg)
-			if err != nil || n < 1 || n > maxHops {
-				return d.Errf("hops %s: must be 1..%d (number of proxy layers in front of Caddy)", arg, maxHops)
+			if err != nil {
+				return d.Errf("client_ip: hops %q: not a number (number of proxy layers in front of Caddy, 1..%d)", arg, maxHops)
+			}
+			if err := checkHops(n); err != nil {
+				return d.Err(err.Error())
 			}
 			h.Hops = &n
 		case "header":
@@ -99,23 +102,24 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if len(args) < 1 || len(args) > 2 {
 				return d.ArgErr()
 			}
-			switch args[0] {
-			case UntrustedAllow, UntrustedObserve:
-				if len(args) == 2 {
-					return d.Errf("untrusted %s takes no status; only reject does", args[0])
-				}
-			case UntrustedReject:
-				if len(args) == 2 {
-					status, err := strconv.Atoi(args[1])
-					if err != nil || status < 400 || status > 599 {
-						return d.Errf("untrusted reject %s: status must be 4xx or 5xx", args[1])
-					}
-					h.RejectStatus = status
-				}
-			default:
-				return d.Errf("untrusted %q: must be allow, observe or reject", args[0])
+			action, err := parseUntrusted(args[0])
+			if err != nil {
+				return d.Err(err.Error())
 			}
-			h.Untrusted = args[0]
+			if len(args) == 2 {
+				if action != UntrustedReject {
+					return d.Errf("client_ip: untrusted %s takes no status; only reject does", action)
+				}
+				status, err := strconv.Atoi(args[1])
+				if err != nil {
+					return d.Errf("client_ip: untrusted reject %q: not a number (a 4xx or 5xx status)", args[1])
+				}
+				if err := checkRejectStatus(status); err != nil {
+					return d.Err(err.Error())
+				}
+				h.RejectStatus = status
+			}
+			h.Untrusted = action
 		case "strip":
 			args := d.RemainingArgs()
 			if len(args) == 0 {

@@ -16,19 +16,11 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
-	"golang.org/x/net/http/httpguts"
 )
 
 func init() {
 	caddy.RegisterModule(Handler{})
 }
-
-// Untrusted actions.
-const (
-	UntrustedAllow   = "allow"
-	UntrustedObserve = "observe"
-	UntrustedReject  = "reject"
-)
 
 // defaultStrip are the headers a caller could use to claim an address, removed
 // from requests that did not come through the edge (plus the configured
@@ -65,7 +57,7 @@ type Handler struct {
 
 	// What to do with requests that did not verifiably come through the
 	// edge: `allow` (default), `observe` (allow, count and log) or `reject`.
-	Untrusted string `json:"untrusted,omitempty"`
+	Untrusted Untrusted `json:"untrusted,omitempty"`
 
 	// Status for `untrusted: reject`, 4xx or 5xx. Default 403.
 	RejectStatus int `json:"reject_status,omitempty"`
@@ -133,9 +125,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 				}
 				continue
 			}
-			p, err := caddyhttp.CIDRExpressionToPrefix(expr)
+			p, err := parseTrustedProxy(expr)
 			if err != nil {
-				return fmt.Errorf("client_ip: trusted_proxies: %v: give a CIDR (10.0.0.0/8), an IP or private_ranges", err)
+				return err
 			}
 			rs.trusted = append(rs.trusted, unmapPrefix(p))
 		}
@@ -163,15 +155,15 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 
 	var err error
-	h.counters, err = newCounters(ctx.GetMetricsRegistry(), h.Untrusted)
+	h.counters, err = newCounters(ctx.GetMetricsRegistry(), string(h.Untrusted))
 	return err
 }
 
 // Validate refuses configurations that could not verify the edge or that
 // make no sense.
 func (h *Handler) Validate() error {
-	if n := *h.Hops; n < 1 || n > maxHops {
-		return fmt.Errorf("client_ip: hops %d: must be 1..%d (number of proxy layers in front of Caddy)", n, maxHops)
+	if err := checkHops(*h.Hops); err != nil {
+		return err
 	}
 	if h.TrustedProxies == nil && h.Secret == nil {
 		return errors.New("client_ip: nothing verifies the edge: set trusted_proxies (the edge's addresses) and/or secret (a header the edge sends)")
@@ -204,24 +196,14 @@ func (h *Handler) Validate() error {
 			return err
 		}
 	}
-	switch h.Untrusted {
-	case UntrustedAllow, UntrustedObserve:
-		if h.RejectStatus != 0 {
-			return fmt.Errorf("client_ip: reject_status %d is set but untrusted is %s: use untrusted reject %d", h.RejectStatus, h.Untrusted, h.RejectStatus)
-		}
-	case UntrustedReject:
-		if h.RejectStatus < 400 || h.RejectStatus > 599 {
-			return fmt.Errorf("client_ip: untrusted reject %d: status must be 4xx or 5xx", h.RejectStatus)
-		}
-	default:
-		return fmt.Errorf("client_ip: untrusted %q: must be allow, observe or reject", h.Untrusted)
+	if _, err := parseUntrusted(string(h.Untrusted)); err != nil {
+		return err
 	}
-	return nil
-}
-
-func validHeaderName(option, name string) error {
-	if !httpguts.ValidHeaderFieldName(name) {
-		return fmt.Errorf("client_ip: %s %q: not a valid header name", option, name)
+	if h.Untrusted == UntrustedReject {
+		return checkRejectStatus(h.RejectStatus)
+	}
+	if h.RejectStatus != 0 {
+		return fmt.Errorf("client_ip: reject_status %d is set but untrusted is %s: use untrusted reject %d", h.RejectStatus, h.Untrusted, h.RejectStatus)
 	}
 	return nil
 }

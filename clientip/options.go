@@ -1,0 +1,65 @@
+package clientip
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"golang.org/x/net/http/httpguts"
+)
+
+// Each bound and enumeration is checked by one function here, called by both
+// the Caddyfile parser (so `caddy adapt` points at the offending line) and
+// Validate (for JSON configs), so the two can never disagree.
+
+// Untrusted is what the handler does with a request that did not verifiably
+// come through the edge. In JSON it is the plain string.
+type Untrusted string
+
+// Untrusted actions.
+const (
+	UntrustedAllow   Untrusted = "allow"
+	UntrustedObserve Untrusted = "observe"
+	UntrustedReject  Untrusted = "reject"
+)
+
+// parseUntrusted returns the action named s, or an error listing the valid ones.
+func parseUntrusted(s string) (Untrusted, error) {
+	switch u := Untrusted(s); u {
+	case UntrustedAllow, UntrustedObserve, UntrustedReject:
+		return u, nil
+	}
+	return "", fmt.Errorf("client_ip: untrusted %q: must be allow, observe or reject", s)
+}
+
+func checkHops(n int) error {
+	if n < 1 || n > maxHops {
+		return fmt.Errorf("client_ip: hops %d: must be 1..%d (number of proxy layers in front of Caddy)", n, maxHops)
+	}
+	return nil
+}
+
+// checkRejectStatus refuses a status that would not tell the caller it was
+// refused (2xx, 3xx) or that HTTP does not have.
+func checkRejectStatus(status int) error {
+	if status < 400 || status > 599 {
+		return fmt.Errorf("client_ip: untrusted reject %d: status must be 4xx or 5xx", status)
+	}
+	return nil
+}
+
+// parseTrustedProxy reads one trusted_proxies entry other than private_ranges.
+func parseTrustedProxy(expr string) (netip.Prefix, error) {
+	p, err := caddyhttp.CIDRExpressionToPrefix(expr)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("client_ip: trusted_proxies: %v: give a CIDR (10.0.0.0/8), an IP or private_ranges", err)
+	}
+	return p, nil
+}
+
+func validHeaderName(option, name string) error {
+	if !httpguts.ValidHeaderFieldName(name) {
+		return fmt.Errorf("client_ip: %s %q: not a valid header name", option, name)
+	}
+	return nil
+}
