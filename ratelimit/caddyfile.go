@@ -70,24 +70,34 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			h.Zones = append(h.Zones, z)
+			if err := checkZoneCount(len(h.Zones)); err != nil {
+				return d.Err(err.Error())
+			}
 		case "store":
 			if !d.NextArg() {
 				return d.ArgErr()
 			}
-			h.Store = &Store{Type: d.Val()}
-			switch h.Store.Type {
-			case "memory":
+			typ, err := parseStoreType(d.Val())
+			if err != nil {
+				return d.Err(err.Error())
+			}
+			h.Store = &Store{Type: typ}
+			switch typ {
+			case StoreMemory:
 				if d.NextArg() {
 					n, err := strconv.Atoi(d.Val())
-					if err != nil || n < 1 {
-						return d.Errf("store memory %s: max_keys must be a positive whole number", d.Val())
+					if err != nil {
+						return d.Errf("throttle: store memory %q: max_keys must be a whole number, at least 1", d.Val())
+					}
+					if err := checkMaxKeys(n); err != nil {
+						return d.Err(err.Error())
 					}
 					h.Store.MaxKeys = n
 				}
 				if d.NextArg() {
 					return d.ArgErr()
 				}
-			case "redis":
+			case StoreRedis:
 				if d.NextArg() {
 					return d.ArgErr()
 				}
@@ -95,16 +105,17 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				if err := h.Store.Redis.unmarshal(d); err != nil {
 					return err
 				}
-			default:
-				return d.Errf("unknown store %q: use memory or redis", h.Store.Type)
 			}
 		case "mode":
-			if !d.Args(&h.Mode) || d.NextArg() {
+			var s string
+			if !d.Args(&s) || d.NextArg() {
 				return d.ArgErr()
 			}
-			if h.Mode != "enforce" && h.Mode != "observe" {
-				return d.Errf("mode %q: must be enforce or observe", h.Mode)
+			mode, err := parseMode(s)
+			if err != nil {
+				return d.Err(err.Error())
 			}
+			h.Mode = mode
 		case "status":
 			var s string
 			if !d.Args(&s) || d.NextArg() {
@@ -112,7 +123,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			n, err := strconv.Atoi(s)
 			if err != nil {
-				return d.Errf("status %q: must be a number such as 429", s)
+				return d.Errf("throttle: status %q: must be a number such as 429", s)
+			}
+			if err := checkStatus(n); err != nil {
+				return d.Err(err.Error())
 			}
 			h.Status = n
 		case "headers":
@@ -147,25 +161,35 @@ func (z *Zone) unmarshal(d *caddyfile.Dispenser) error {
 		switch opt {
 		case "key":
 			z.Key = val
+			_, err = checkKey(z.Name, val)
 		case "rate":
 			z.Rate = val
-			_, err = parseRate(val)
+			_, err = checkRate(z.Name, val)
 		case "burst":
-			z.Burst, err = strconv.ParseInt(val, 10, 64)
+			if z.Burst, err = strconv.ParseInt(val, 10, 64); err != nil {
+				return d.Errf("throttle: zone %q: burst %q: not a whole number", z.Name, val)
+			}
 		case "ipv4_prefix":
-			// 0 would read as "unset" in JSON; refuse it here.
-			if z.IPv4Prefix, err = strconv.Atoi(val); err == nil && (z.IPv4Prefix < 1 || z.IPv4Prefix > 32) {
-				return d.Errf("zone %s: ipv4_prefix %d: must be 1..32", z.Name, z.IPv4Prefix)
+			if z.IPv4Prefix, err = strconv.Atoi(val); err != nil {
+				return d.Errf("throttle: zone %q: ipv4_prefix %q: not a number (1..32)", z.Name, val)
 			}
+			err = checkIPv4Prefix(z.Name, z.IPv4Prefix)
 		case "ipv6_prefix":
-			if z.IPv6Prefix, err = strconv.Atoi(val); err == nil && (z.IPv6Prefix < 1 || z.IPv6Prefix > 128) {
-				return d.Errf("zone %s: ipv6_prefix %d: must be 1..128", z.Name, z.IPv6Prefix)
+			if z.IPv6Prefix, err = strconv.Atoi(val); err != nil {
+				return d.Errf("throttle: zone %q: ipv6_prefix %q: not a number (1..128)", z.Name, val)
 			}
+			err = checkIPv6Prefix(z.Name, z.IPv6Prefix)
 		default:
-			return d.Errf("zone %s: unknown option %q", z.Name, opt)
+			return d.Errf("throttle: zone %q: unknown option %q", z.Name, opt)
 		}
 		if err != nil {
-			return d.Errf("zone %s: %s %s: %v", z.Name, opt, val, err)
+			return d.Err(err.Error())
+		}
+	}
+	// The burst's bound depends on the rate, which may come after it.
+	if r, err := parseRate(z.Rate); err == nil {
+		if err := checkBurst(z.Name, z.Burst, r); err != nil {
+			return d.Err(err.Error())
 		}
 	}
 	return nil
@@ -187,25 +211,32 @@ func (r *RedisStore) unmarshal(d *caddyfile.Dispenser) error {
 			r.Password = val
 		case "db":
 			n, err := strconv.Atoi(val)
-			if err != nil || n < 0 {
-				return d.Errf("store redis: db %q: must be a database number, 0 or more", val)
+			if err != nil {
+				return d.Errf("throttle: store redis: db %q: must be a database number, 0 or more", val)
+			}
+			if err := checkDB(n); err != nil {
+				return d.Err(err.Error())
 			}
 			r.DB = n
 		case "key_prefix":
 			r.KeyPrefix = val
 		case "timeout":
 			t, err := caddy.ParseDuration(val)
-			if err != nil || t <= 0 {
-				return d.Errf("store redis: timeout %q: must be a positive duration such as 100ms", val)
+			if err != nil {
+				return d.Errf("throttle: store redis: timeout %q: must be a positive duration such as 100ms", val)
+			}
+			if err := checkTimeout(t); err != nil {
+				return d.Err(err.Error())
 			}
 			r.Timeout = caddy.Duration(t)
 		case "on_error":
-			if val != "allow" && val != "deny" {
-				return d.Errf("store redis: on_error %q: must be allow or deny", val)
+			action, err := parseOnError(val)
+			if err != nil {
+				return d.Err(err.Error())
 			}
-			r.OnError = val
+			r.OnError = action
 		default:
-			return d.Errf("store redis: unknown option %q", opt)
+			return d.Errf("throttle: store redis: unknown option %q", opt)
 		}
 	}
 	return nil

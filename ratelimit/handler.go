@@ -39,7 +39,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if errors.Is(err, errBreakerOpen) {
 			level = zap.DebugLevel
 		}
-		if h.Store.Redis.OnError == "deny" {
+		if h.Store.Redis.OnError == OnErrorDeny {
 			h.logger.Log(level, "rate limit store failed; denying (on_error deny)", zap.Error(err))
 			w.Header().Set("Retry-After", "1")
 			return caddyhttp.Error(http.StatusServiceUnavailable, errUnavailable)

@@ -33,7 +33,7 @@ type Handler struct {
 	// Mode is `enforce` (default) or `observe`: observe never rejects but
 	// counts, logs and marks (variable `throttle_observed`) what enforce
 	// would have rejected.
-	Mode string `json:"mode,omitempty"`
+	Mode Mode `json:"mode,omitempty"`
 	// Status of a rejection; default 429.
 	Status int `json:"status,omitempty"`
 	// Headers adds RateLimit-Policy and RateLimit to every response; default
@@ -57,7 +57,7 @@ type Handler struct {
 // Store selects where zone state lives.
 type Store struct {
 	// Type is `memory` (default) or `redis`.
-	Type string `json:"type,omitempty"`
+	Type StoreType `json:"type,omitempty"`
 	// MaxKeys bounds each memory zone; default 1,000,000.
 	MaxKeys int `json:"max_keys,omitempty"`
 	// Redis configures the redis store.
@@ -95,9 +95,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.Store = &Store{}
 	}
 	if h.Store.Type == "" {
-		h.Store.Type = "memory"
+		h.Store.Type = StoreMemory
 	}
-	if h.Store.Type == "memory" && h.Store.MaxKeys == 0 {
+	if h.Store.Type == StoreMemory && h.Store.MaxKeys == 0 {
 		h.Store.MaxKeys = defaultMaxKeys
 	}
 	if r := h.Store.Redis; r != nil {
@@ -108,17 +108,17 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			r.Timeout = caddy.Duration(defaultTimeout)
 		}
 		if r.OnError == "" {
-			r.OnError = "allow"
+			r.OnError = OnErrorAllow
 		}
 	}
 	if h.Mode == "" {
-		h.Mode = "enforce"
+		h.Mode = ModeEnforce
 	}
 	if h.Status == 0 {
 		h.Status = 429
 	}
 	h.headers = h.Headers == nil || *h.Headers
-	h.observe = h.Mode == "observe"
+	h.observe = h.Mode == ModeObserve
 	if err := h.Validate(); err != nil {
 		return err
 	}
@@ -174,41 +174,39 @@ func (h *Handler) storeName() string {
 
 // Validate refuses a handler that makes no sense.
 func (h *Handler) Validate() error {
-	if len(h.Zones) == 0 {
-		return fmt.Errorf("throttle: no zone: add `zone <name> { rate <n>/<duration> }`")
+	if err := checkZoneCount(len(h.Zones)); err != nil {
+		return err
 	}
-	if len(h.Zones) > maxZones {
-		return fmt.Errorf("throttle: %d zones: at most %d per handler", len(h.Zones), maxZones)
+	if _, err := parseStoreType(string(h.Store.Type)); err != nil {
+		return err
 	}
 	switch h.Store.Type {
-	case "memory":
-		if h.Store.MaxKeys < 1 {
-			return fmt.Errorf("throttle: store memory %d: max_keys must be at least 1", h.Store.MaxKeys)
+	case StoreMemory:
+		if err := checkMaxKeys(h.Store.MaxKeys); err != nil {
+			return err
 		}
 		if h.Store.Redis != nil {
 			return fmt.Errorf("throttle: store memory has redis settings: set type redis or remove them")
 		}
-	case "redis":
+	case StoreRedis:
 		r := h.Store.Redis
 		if r == nil || r.Address == "" {
 			return fmt.Errorf("throttle: store redis: address is required (host:port)")
 		}
-		if r.Timeout < 0 {
-			return fmt.Errorf("throttle: store redis: timeout %s must be positive", time.Duration(r.Timeout))
+		if err := checkDB(r.DB); err != nil {
+			return err
 		}
-		if r.OnError != "allow" && r.OnError != "deny" {
-			return fmt.Errorf("throttle: store redis: on_error %q: must be allow or deny", r.OnError)
+		if err := checkTimeout(time.Duration(r.Timeout)); err != nil {
+			return err
 		}
-	default:
-		return fmt.Errorf("throttle: unknown store %q: use memory or redis", h.Store.Type)
+		if _, err := parseOnError(string(r.OnError)); err != nil {
+			return err
+		}
 	}
-	if h.Mode != "enforce" && h.Mode != "observe" {
-		return fmt.Errorf("throttle: mode %q: must be enforce or observe", h.Mode)
+	if _, err := parseMode(string(h.Mode)); err != nil {
+		return err
 	}
-	if h.Status < 400 || h.Status > 599 {
-		return fmt.Errorf("throttle: status %d: must be an HTTP error status, 400..599", h.Status)
-	}
-	return nil
+	return checkStatus(h.Status)
 }
 
 // compileZones checks and compiles every zone.
@@ -218,7 +216,7 @@ func (h *Handler) compileZones() error {
 	for _, zc := range h.Zones {
 		z, err := compileZone(zc)
 		if err != nil {
-			return fmt.Errorf("throttle: %v", err)
+			return err
 		}
 		if seen[z.name] {
 			return fmt.Errorf("throttle: zone %q declared twice in one handler: give each zone its own name", z.name)
@@ -231,7 +229,7 @@ func (h *Handler) compileZones() error {
 
 func compileZone(zc *Zone) (*zone, error) {
 	if zc == nil || zc.Name == "" {
-		return nil, fmt.Errorf("zone without a name")
+		return nil, fmt.Errorf("throttle: zone without a name: give each zone a name")
 	}
 	if zc.Key == "" {
 		zc.Key = defaultKey
@@ -242,25 +240,22 @@ func compileZone(zc *Zone) (*zone, error) {
 	if zc.IPv6Prefix == 0 {
 		zc.IPv6Prefix = 64
 	}
-	if zc.IPv4Prefix < 1 || zc.IPv4Prefix > 32 {
-		return nil, fmt.Errorf("zone %q: ipv4_prefix %d: must be 1..32", zc.Name, zc.IPv4Prefix)
+	if err := checkIPv4Prefix(zc.Name, zc.IPv4Prefix); err != nil {
+		return nil, err
 	}
-	if zc.IPv6Prefix < 1 || zc.IPv6Prefix > 128 {
-		return nil, fmt.Errorf("zone %q: ipv6_prefix %d: must be 1..128", zc.Name, zc.IPv6Prefix)
+	if err := checkIPv6Prefix(zc.Name, zc.IPv6Prefix); err != nil {
+		return nil, err
 	}
-	if zc.Rate == "" {
-		return nil, fmt.Errorf("zone %q: rate is required, e.g. rate 100/1m", zc.Name)
-	}
-	r, err := parseRate(zc.Rate)
+	r, err := checkRate(zc.Name, zc.Rate)
 	if err != nil {
-		return nil, fmt.Errorf("zone %q: %v", zc.Name, err)
+		return nil, err
 	}
-	if maxBurst := int64(maxWindow) / r.interval(); zc.Burst < 0 || zc.Burst > maxBurst {
-		return nil, fmt.Errorf("zone %q: burst %d: must be 0..%d at this rate (a full burst must refill within 366 days)", zc.Name, zc.Burst, maxBurst)
+	if err := checkBurst(zc.Name, zc.Burst, r); err != nil {
+		return nil, err
 	}
-	k, err := parseKeyTemplate(zc.Key)
+	k, err := checkKey(zc.Name, zc.Key)
 	if err != nil {
-		return nil, fmt.Errorf("zone %q: %v", zc.Name, err)
+		return nil, err
 	}
 	k.v4bits, k.v6bits = zc.IPv4Prefix, zc.IPv6Prefix
 	return &zone{

@@ -65,7 +65,7 @@ type RedisStore struct {
 	// OnError is what happens when Redis fails, is slow or the breaker is
 	// open: `allow` (default) lets the request through, `deny` answers 503
 	// with Retry-After.
-	OnError string `json:"on_error,omitempty"`
+	OnError OnError `json:"on_error,omitempty"`
 }
 
 // errBreakerOpen is returned without asking Redis while it is failing.

@@ -45,7 +45,7 @@ func (s *redisServer) kill() { s.Stop() }
 
 func redisHandler(t testing.TB, rs *redisServer, onError string, zones ...*Zone) *Handler {
 	return provision(t, &Handler{Zones: zones, Store: &Store{Type: "redis", Redis: &RedisStore{
-		Address: rs.addr(), Timeout: caddy.Duration(500 * time.Millisecond), OnError: onError,
+		Address: rs.addr(), Timeout: caddy.Duration(500 * time.Millisecond), OnError: OnError(onError),
 		KeyPrefix: fmt.Sprintf("test-%d:", time.Now().UnixNano()),
 	}}}, nil)
 }

@@ -1,0 +1,148 @@
+package ratelimit
+
+import (
+	"fmt"
+	"time"
+)
+
+// Each bound and enumeration is checked by one function here, called by both
+// the Caddyfile parser (so `caddy adapt` points at the offending line) and
+// Provision/Validate (for JSON configs), so the two can never disagree.
+
+// Mode is whether the handler rejects (enforce) or only reports (observe).
+// In JSON it is the plain string.
+type Mode string
+
+// Modes.
+const (
+	ModeEnforce Mode = "enforce"
+	ModeObserve Mode = "observe"
+)
+
+func parseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case ModeEnforce, ModeObserve:
+		return m, nil
+	}
+	return "", fmt.Errorf("throttle: mode %q: must be enforce or observe", s)
+}
+
+// StoreType is where zone state lives. In JSON it is the plain string.
+type StoreType string
+
+// Store types.
+const (
+	StoreMemory StoreType = "memory"
+	StoreRedis  StoreType = "redis"
+)
+
+func parseStoreType(s string) (StoreType, error) {
+	switch t := StoreType(s); t {
+	case StoreMemory, StoreRedis:
+		return t, nil
+	}
+	return "", fmt.Errorf("throttle: unknown store %q: use memory or redis", s)
+}
+
+// OnError is what the redis store does with a request when Redis fails.
+// In JSON it is the plain string.
+type OnError string
+
+// On-error actions.
+const (
+	OnErrorAllow OnError = "allow"
+	OnErrorDeny  OnError = "deny"
+)
+
+func parseOnError(s string) (OnError, error) {
+	switch a := OnError(s); a {
+	case OnErrorAllow, OnErrorDeny:
+		return a, nil
+	}
+	return "", fmt.Errorf("throttle: store redis: on_error %q: must be allow or deny", s)
+}
+
+func checkZoneCount(n int) error {
+	if n == 0 {
+		return fmt.Errorf("throttle: no zone: add `zone <name> { rate <n>/<duration> }`")
+	}
+	if n > maxZones {
+		return fmt.Errorf("throttle: %d zones: at most %d per handler", n, maxZones)
+	}
+	return nil
+}
+
+func checkStatus(status int) error {
+	if status < 400 || status > 599 {
+		return fmt.Errorf("throttle: status %d: must be an HTTP error status, 400..599", status)
+	}
+	return nil
+}
+
+func checkMaxKeys(n int) error {
+	if n < 1 {
+		return fmt.Errorf("throttle: store memory %d: max_keys must be at least 1", n)
+	}
+	return nil
+}
+
+func checkDB(n int) error {
+	if n < 0 {
+		return fmt.Errorf("throttle: store redis: db %d: must be a database number, 0 or more", n)
+	}
+	return nil
+}
+
+func checkTimeout(t time.Duration) error {
+	if t <= 0 {
+		return fmt.Errorf("throttle: store redis: timeout %s: must be a positive duration such as 100ms", t)
+	}
+	return nil
+}
+
+// zoneError names the zone an error is about, always the same way.
+func zoneError(zone string, err error) error {
+	return fmt.Errorf("throttle: zone %q: %v", zone, err)
+}
+
+// ipv4_prefix and ipv6_prefix start at 1: 0 would read as "unset" in JSON.
+func checkIPv4Prefix(zone string, bits int) error {
+	if bits < 1 || bits > 32 {
+		return zoneError(zone, fmt.Errorf("ipv4_prefix %d: must be 1..32", bits))
+	}
+	return nil
+}
+
+func checkIPv6Prefix(zone string, bits int) error {
+	if bits < 1 || bits > 128 {
+		return zoneError(zone, fmt.Errorf("ipv6_prefix %d: must be 1..128", bits))
+	}
+	return nil
+}
+
+// checkBurst bounds burst so a full burst refills within maxWindow at r.
+func checkBurst(zone string, burst int64, r rate) error {
+	if maxBurst := int64(maxWindow) / r.interval(); burst < 0 || burst > maxBurst {
+		return zoneError(zone, fmt.Errorf("burst %d: must be 0..%d at this rate (a full burst must refill within 366 days)", burst, maxBurst))
+	}
+	return nil
+}
+
+func checkRate(zone, s string) (rate, error) {
+	if s == "" {
+		return rate{}, zoneError(zone, fmt.Errorf("rate is required, e.g. rate 100/1m"))
+	}
+	r, err := parseRate(s)
+	if err != nil {
+		return rate{}, zoneError(zone, err)
+	}
+	return r, nil
+}
+
+func checkKey(zone, s string) (keyTemplate, error) {
+	k, err := parseKeyTemplate(s)
+	if err != nil {
+		return keyTemplate{}, zoneError(zone, err)
+	}
+	return k, nil
+}
