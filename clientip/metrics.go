@@ -1,34 +1,37 @@
 package clientip
 
 import (
-	"errors"
-	"sync"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	edgemetrics "github.com/caddy-edgekit/edgekit/internal/metrics"
 )
 
 // The collectors live for the whole process, so counts survive config
 // reloads; each new config's registry gets them registered again.
-var metrics = struct {
-	once      sync.Once
+var metrics = newMetrics()
+
+type collectors struct {
 	requests  *prometheus.CounterVec
 	untrusted *prometheus.CounterVec
-}{}
+}
 
-func initMetrics() {
+func newMetrics() (m collectors) {
 	const ns, sub = "caddy", "client_ip"
-	metrics.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns,
 		Subsystem: sub,
 		Name:      "requests_total",
 		Help:      "Requests seen by client_ip, by where the client address came from (xff, forwarded, header; peer when not through the edge).",
 	}, []string{"source"})
-	metrics.untrusted = prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.untrusted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns,
 		Subsystem: sub,
 		Name:      "untrusted_total",
 		Help:      "Requests that did not verifiably come through the edge, by reason and by the configured untrusted action.",
 	}, []string{"reason", "action"})
+	return m
 }
 
 // counters are a handler's pre-resolved children, so counting costs no
@@ -39,14 +42,9 @@ type counters struct {
 }
 
 func newCounters(registry *prometheus.Registry, action string) (*counters, error) {
-	metrics.once.Do(initMetrics)
-	if registry != nil {
-		for _, c := range []prometheus.Collector{metrics.requests, metrics.untrusted} {
-			// Several client_ip handlers share one registry per config.
-			if err := registry.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
-				return nil, err
-			}
-		}
+	// Several client_ip handlers share one registry per config.
+	if err := edgemetrics.RegisterAll(registry, metrics.requests, metrics.untrusted); err != nil {
+		return nil, fmt.Errorf("client_ip: registering metrics: %w", err)
 	}
 	c := new(counters)
 	for s := range numSources {

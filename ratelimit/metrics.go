@@ -1,20 +1,33 @@
 package ratelimit
 
 import (
-	"errors"
-	"sync"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	edgemetrics "github.com/caddy-edgekit/edgekit/internal/metrics"
 )
 
 // Collectors are process-wide so counts survive reloads; each config's
 // registry gets them registered once.
-var throttleMetrics = struct {
-	once        sync.Once
+var throttleMetrics = newThrottleMetrics()
+
+type collectors struct {
 	requests    *prometheus.CounterVec
 	storeErrors prometheus.Counter
 	zones       *zoneCollector
-}{}
+}
+
+func newThrottleMetrics() (m collectors) {
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "throttle", Name: "requests_total",
+		Help: "Requests decided per zone: allowed (passed every zone), rejected (this zone said no), observed (this zone said no in observe mode, and the request went on).",
+	}, []string{"zone", "decision"})
+	m.storeErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "throttle", Name: "store_errors_total",
+		Help: "Decisions the store could not make (Redis error, timeout or open breaker); on_error applied.",
+	})
+	m.zones = &zoneCollector{}
+	return m
+}
 
 // zoneCounters are one zone's counters, resolved once at provision so the
 // request path does no label lookup.
@@ -22,26 +35,11 @@ type zoneCounters struct {
 	allowed, rejected, observed prometheus.Counter
 }
 
+// registerMetrics adds the collectors to a config's registry; several
+// throttle handlers share one registry per config.
 func registerMetrics(reg *prometheus.Registry) error {
 	m := &throttleMetrics
-	m.once.Do(func() {
-		m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "caddy", Subsystem: "throttle", Name: "requests_total",
-			Help: "Requests decided per zone: allowed (passed every zone), rejected (this zone said no), observed (this zone said no in observe mode, and the request went on).",
-		}, []string{"zone", "decision"})
-		m.storeErrors = prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "caddy", Subsystem: "throttle", Name: "store_errors_total",
-			Help: "Decisions the store could not make (Redis error, timeout or open breaker); on_error applied.",
-		})
-		m.zones = &zoneCollector{}
-	})
-	for _, c := range []prometheus.Collector{m.requests, m.storeErrors, m.zones} {
-		// Several throttle handlers share one registry per config.
-		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
-			return err
-		}
-	}
-	return nil
+	return edgemetrics.RegisterAll(reg, m.requests, m.storeErrors, m.zones)
 }
 
 func newZoneCounters(zone string) zoneCounters {

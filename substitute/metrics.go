@@ -1,14 +1,16 @@
 package substitute
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	edgemetrics "github.com/caddy-edgekit/edgekit/internal/metrics"
 )
 
 // The collectors are process-wide so that counts survive a config reload;
 // each new config's registry gets the same collectors (see registerMetrics).
-var metrics = struct {
+var metrics = newMetrics()
+
+type collectors struct {
 	responses      *prometheus.CounterVec
 	memoHits       *prometheus.CounterVec
 	memoMisses     prometheus.Counter
@@ -21,11 +23,10 @@ var metrics = struct {
 	// Label values resolved once, so counting allocates nothing.
 	substituted, skipped          prometheus.Counter
 	memoUnscanned, memoRestricted prometheus.Counter
-}{}
+}
 
-func init() {
+func newMetrics() (m collectors) {
 	const ns, sub = "caddy", "substitute"
-	m := &metrics
 	m.responses = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns, Subsystem: sub, Name: "responses_total",
 		Help: "Responses seen by substitute, by result: substituted (body went through the rules) or skipped (passed untouched: type, status, encoding or method not eligible).",
@@ -59,21 +60,12 @@ func init() {
 	m.memoUnscanned = m.memoHits.WithLabelValues("none")
 	m.memoRestricted = m.memoHits.WithLabelValues("restricted")
 	m.all = []prometheus.Collector{m.responses, m.memoHits, m.memoMisses, m.dropped, m.rangeRetries, m.decodeFailures, m.panics}
+	return m
 }
 
 // registerMetrics adds the collectors to a config's registry; registering
 // them again (another substitute handler, or a reload reusing the
 // registry) is not an error.
-func registerMetrics(reg *prometheus.Registry) {
-	if reg == nil {
-		return
-	}
-	for _, c := range metrics.all {
-		if err := reg.Register(c); err != nil {
-			var already prometheus.AlreadyRegisteredError
-			if !errors.As(err, &already) {
-				panic(err)
-			}
-		}
-	}
+func registerMetrics(reg *prometheus.Registry) error {
+	return edgemetrics.RegisterAll(reg, metrics.all...)
 }
