@@ -1,13 +1,15 @@
 package substitute
 
 import (
-	"strconv"
-	"strings"
+	"cmp"
+	"math"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
+
+	"github.com/caddy-edgekit/edgekit/substitute/engine"
 )
 
 // The directive registers itself with its package, so building Caddy with this
@@ -63,6 +65,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if len(args) == 0 {
 				return d.ArgErr()
 			}
+			for _, t := range args {
+				if err := checkType(t); err != nil {
+					return d.Err(err.Error())
+				}
+			}
 			h.Types = append(h.Types, args...)
 		case "status":
 			args := d.RemainingArgs()
@@ -72,7 +79,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			for _, a := range args {
 				code, err := parseStatus(a)
 				if err != nil {
-					return d.Errf("status %q: must be a code such as 200 or a class such as 2xx", a)
+					return d.Err(err.Error())
 				}
 				h.Status = append(h.Status, code)
 			}
@@ -80,7 +87,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.NextArg() {
 				return d.ArgErr()
 			}
-			h.Priority = d.Val()
+			priority, err := parsePriority(d.Val())
+			if err != nil {
+				return d.Err(err.Error())
+			}
+			h.Priority = priority
 			if d.NextArg() {
 				return d.ArgErr()
 			}
@@ -89,10 +100,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			size, err := humanize.ParseBytes(d.Val())
-			if err != nil || size < minMaxMatch || size > maxMaxMatch {
-				return d.Errf("max_match %q: must be a size from 64B to 16MiB, such as 16KiB (leave it out for the default 16KiB)", d.Val())
+			if err != nil {
+				return d.Errf("substitute: max_match %q: must be a size from 64B to 16MiB, such as 16KiB (leave it out for the default 16KiB)", d.Val())
 			}
-			h.MaxMatch = int(size)
+			n := int(min(size, math.MaxInt32)) // beyond the bound either way
+			if err := checkMaxMatch(n); err != nil {
+				return d.Err(err.Error())
+			}
+			h.MaxMatch = n
 			if d.NextArg() {
 				return d.ArgErr()
 			}
@@ -100,15 +115,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.NextArg() {
 				return d.ArgErr()
 			}
-			if d.Val() == "off" {
-				h.Memo = MemoOff
-			} else {
-				n, err := strconv.Atoi(d.Val())
-				if err != nil || n < 1 {
-					return d.Errf("memo %q: must be a number of entries or off", d.Val())
-				}
-				h.Memo = n
+			n, err := parseMemo(d.Val())
+			if err != nil {
+				return d.Err(err.Error())
 			}
+			h.Memo = n
 			if d.NextArg() {
 				return d.ArgErr()
 			}
@@ -116,13 +127,15 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return d.Errf("unrecognized substitute option %q", opt)
 		}
 	}
-	return nil
-}
-
-// parseStatus reads "404" as 404 and "4xx" as the class 4.
-func parseStatus(s string) (int, error) {
-	if len(s) == 3 && strings.EqualFold(s[1:], "xx") && s[0] >= '1' && s[0] <= '5' {
-		return int(s[0] - '0'), nil
+	if err := checkRuleCount(len(h.Rules)); err != nil {
+		return d.Err(err.Error())
 	}
-	return strconv.Atoi(s)
+	// max_match may follow the rules it bounds.
+	maxMatch := cmp.Or(h.MaxMatch, engine.DefaultMaxMatch)
+	for i, r := range h.Rules {
+		if err := checkRule(i, r, maxMatch); err != nil {
+			return d.Err(err.Error())
+		}
+	}
+	return nil
 }

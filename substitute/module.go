@@ -67,7 +67,7 @@ type Handler struct {
 	// Priority between matches starting at the same position: "longest"
 	// (default: longest match, then the rule declared first) or "first"
 	// (the rule declared first, as nginx's replace_filter).
-	Priority string `json:"priority,omitempty"`
+	Priority Priority `json:"priority,omitempty"`
 
 	// MaxMatch is the longest match, in bytes, that can be replaced; it
 	// bounds the bytes held back per response. Omitted: 16 KiB; an
@@ -123,7 +123,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.Types[i] = strings.ToLower(strings.TrimSpace(t))
 	}
 	if h.Priority == "" {
-		h.Priority = "longest"
+		h.Priority = PriorityLongest
 	}
 	if h.MaxMatch == 0 && !h.maxMatchSet {
 		h.MaxMatch = engine.DefaultMaxMatch
@@ -131,7 +131,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.Memo == 0 {
 		h.Memo = DefaultMemo
 	}
-	if h.Priority == "first" {
+	if h.Priority == PriorityFirst {
 		h.priority = engine.First
 	}
 	if len(h.Rules) == 0 {
@@ -178,32 +178,31 @@ func (h *Handler) UnmarshalJSON(b []byte) error {
 
 // Validate refuses a configuration that makes no sense.
 func (h *Handler) Validate() error {
-	if len(h.Rules) == 0 {
-		return fmt.Errorf("substitute: no rules: add at least one replace or regex rule")
+	if err := checkRuleCount(len(h.Rules)); err != nil {
+		return err
 	}
-	if h.MaxMatch < minMaxMatch || h.MaxMatch > maxMaxMatch {
-		return fmt.Errorf("substitute: max_match %d: must be %d..%d bytes (the longest match to replace); leave it out for the default %d", h.MaxMatch, minMaxMatch, maxMaxMatch, engine.DefaultMaxMatch)
+	if err := checkMaxMatch(h.MaxMatch); err != nil {
+		return err
 	}
 	for i, r := range h.Rules {
-		if !r.Regex && len(r.Find) > h.MaxMatch {
-			return fmt.Errorf("substitute: rule %d: literal %q is longer than max_match %d: raise max_match", i+1, r.Find, h.MaxMatch)
+		if err := checkRule(i, r, h.MaxMatch); err != nil {
+			return err
 		}
 	}
-	if h.Priority != "longest" && h.Priority != "first" {
-		return fmt.Errorf("substitute: priority %q: must be longest or first", h.Priority)
+	if _, err := parsePriority(string(h.Priority)); err != nil {
+		return err
 	}
-	if h.Memo < MemoOff || h.Memo > maxMemo {
-		return fmt.Errorf("substitute: memo %d: must be 1..%d entries, or off", h.Memo, maxMemo)
+	if err := checkMemo(h.Memo); err != nil {
+		return err
 	}
 	for _, t := range h.Types {
-		typ, sub, ok := strings.Cut(t, "/")
-		if !ok || typ == "" || sub == "" || typ == "*" || strings.ContainsAny(t, "; \t") {
-			return fmt.Errorf("substitute: type %q: must be a media type such as text/html or text/*, without parameters", t)
+		if err := checkType(t); err != nil {
+			return err
 		}
 	}
 	for _, s := range h.Status {
-		if !(s >= 1 && s <= 5) && !(s >= 100 && s <= 599) {
-			return fmt.Errorf("substitute: status %d: must be a code 100..599 or a class 1..5 (2xx)", s)
+		if err := checkStatus(s); err != nil {
+			return err
 		}
 	}
 	return nil
