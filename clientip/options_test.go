@@ -1,0 +1,50 @@
+package clientip
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+// A bound is checked by one function, so the Caddyfile and JSON refuse the
+// same value with the same message.
+func TestCaddyfileAndJSONRefuseAlike(t *testing.T) {
+	for _, tc := range []struct{ caddyfile, json string }{
+		{"hops 0", `{"trusted_proxies":["10.0.0.0/8"],"hops":0}`},
+		{"hops 17", `{"trusted_proxies":["10.0.0.0/8"],"hops":17}`},
+		{"untrusted deny", `{"trusted_proxies":["10.0.0.0/8"],"untrusted":"deny"}`},
+		{"untrusted reject 302", `{"trusted_proxies":["10.0.0.0/8"],"untrusted":"reject","reject_status":302}`},
+		{"trusted_proxies 10.0.0.0/33", `{"trusted_proxies":["10.0.0.0/33"]}`},
+		{"header Bad:Name", `{"trusted_proxies":["10.0.0.0/8"],"header":"Bad:Name"}`},
+	} {
+		_, jsonErr := tryProvision(tc.json)
+		if jsonErr == nil {
+			t.Errorf("%s: accepted", tc.json)
+			continue
+		}
+		d := caddyfile.NewTestDispenser("client_ip {\n\ttrusted_proxies 10.0.0.0/8\n\t" + tc.caddyfile + "\n}")
+		err := new(Handler).UnmarshalCaddyfile(d)
+		if err == nil {
+			t.Errorf("Caddyfile %q: accepted", tc.caddyfile)
+			continue
+		}
+		if !strings.Contains(err.Error(), jsonErr.Error()) {
+			t.Errorf("Caddyfile %q and JSON refuse differently:\n  Caddyfile: %v\n  JSON:      %v", tc.caddyfile, err, jsonErr)
+		}
+	}
+}
+
+// The enumeration reads back only the strings JSON always had.
+func TestParseUntrusted(t *testing.T) {
+	for _, s := range []string{"allow", "observe", "reject"} {
+		if u, err := parseUntrusted(s); err != nil || string(u) != s {
+			t.Errorf("parseUntrusted(%q) = %q, %v", s, u, err)
+		}
+	}
+	for _, s := range []string{"", "deny", "Reject", "reject "} {
+		if _, err := parseUntrusted(s); err == nil {
+			t.Errorf("parseUntrusted(%q) accepted", s)
+		}
+	}
+}
