@@ -125,11 +125,17 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.compileZones(); err != nil {
 		return err
 	}
-	// The config generation: all modules of one config share a metrics
-	// registry, and each load gets a new one.
-	h.owner = ctx.GetMetricsRegistry()
+	// The config generation is the config's lifetime, which Caddy ends by
+	// canceling its context: modules of one config get that context or
+	// one derived by value (the http app adds each server), which keep its
+	// Done channel; each load gets a new one.
+	gen := ctx.Done()
+	if gen == nil {
+		return fmt.Errorf("throttle: provisioned with a context that is never canceled: provision within a config (caddy.NewContext)")
+	}
+	h.owner = gen
 	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
-		return fmt.Errorf("throttle: metrics: %w", err)
+		return fmt.Errorf("throttle: registering metrics: %w", err)
 	}
 
 	maxKeys := 0
