@@ -139,7 +139,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 
 	maxKeys := 0
-	if h.Store.Type == "memory" {
+	if h.Store.Type == StoreMemory {
 		maxKeys = h.Store.MaxKeys
 	} else {
 		b, err := newRedisBackend(h.Store.Redis)
