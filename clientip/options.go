@@ -6,6 +6,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/caddy-edgekit/edgekit/internal/enum"
 )
 
 // Each bound and enumeration is checked by one function here, called by both
@@ -25,11 +27,11 @@ const (
 
 // parseUntrusted returns the action named s, or an error listing the valid ones.
 func parseUntrusted(s string) (Untrusted, error) {
-	switch u := Untrusted(s); u {
-	case UntrustedAllow, UntrustedObserve, UntrustedReject:
-		return u, nil
+	v, err := enum.Parse(s, UntrustedAllow, UntrustedObserve, UntrustedReject)
+	if err != nil {
+		return "", fmt.Errorf("client_ip: untrusted %w", err)
 	}
-	return "", fmt.Errorf("client_ip: untrusted %q: must be allow, observe or reject", s)
+	return v, nil
 }
 
 func checkHops(n int) error {

@@ -152,7 +152,7 @@ func TestValidateRefuses(t *testing.T) {
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s", Burst: -1}}}, `throttle: zone "z": burst -1`},
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s", Key: "{oops"}}}, `throttle: zone "z": key "{oops": placeholder at 0 is not closed`},
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s"}, {Name: "z", Rate: "2/s"}}}, `throttle: zone "z" declared twice in one handler`},
-		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s"}}, Store: &Store{Type: "disk"}}, `throttle: unknown store "disk"`},
+		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s"}}, Store: &Store{Type: "disk"}}, `throttle: store "disk": must be memory or redis`},
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s"}}, Store: &Store{Type: "redis"}}, `throttle: store redis: address is required`},
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s"}}, Store: &Store{Type: "redis", Redis: &RedisStore{Address: "127.0.0.1:1", OnError: "maybe"}}}, `throttle: store redis: on_error "maybe"`},
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s"}}, Mode: "dry"}, `throttle: mode "dry"`},

@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"fmt"
 	"time"
+
+	"github.com/caddy-edgekit/edgekit/internal/enum"
 )
 
 // Each bound and enumeration is checked by one function here, called by both
@@ -20,11 +22,11 @@ const (
 )
 
 func parseMode(s string) (Mode, error) {
-	switch m := Mode(s); m {
-	case ModeEnforce, ModeObserve:
-		return m, nil
+	v, err := enum.Parse(s, ModeEnforce, ModeObserve)
+	if err != nil {
+		return "", fmt.Errorf("throttle: mode %w", err)
 	}
-	return "", fmt.Errorf("throttle: mode %q: must be enforce or observe", s)
+	return v, nil
 }
 
 // StoreType is where zone state lives. In JSON it is the plain string.
@@ -37,11 +39,11 @@ const (
 )
 
 func parseStoreType(s string) (StoreType, error) {
-	switch t := StoreType(s); t {
-	case StoreMemory, StoreRedis:
-		return t, nil
+	v, err := enum.Parse(s, StoreMemory, StoreRedis)
+	if err != nil {
+		return "", fmt.Errorf("throttle: store %w", err)
 	}
-	return "", fmt.Errorf("throttle: unknown store %q: use memory or redis", s)
+	return v, nil
 }
 
 // OnError is what the redis store does with a request when Redis fails.
@@ -55,11 +57,11 @@ const (
 )
 
 func parseOnError(s string) (OnError, error) {
-	switch a := OnError(s); a {
-	case OnErrorAllow, OnErrorDeny:
-		return a, nil
+	v, err := enum.Parse(s, OnErrorAllow, OnErrorDeny)
+	if err != nil {
+		return "", fmt.Errorf("throttle: store redis: on_error %w", err)
 	}
-	return "", fmt.Errorf("throttle: store redis: on_error %q: must be allow or deny", s)
+	return v, nil
 }
 
 func checkZoneCount(n int) error {

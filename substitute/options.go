@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/caddy-edgekit/edgekit/substitute/engine"
+
+	"github.com/caddy-edgekit/edgekit/internal/enum"
 )
 
 // Each bound and enumeration is checked by one function here, called by both
@@ -25,11 +27,11 @@ const (
 )
 
 func parsePriority(s string) (Priority, error) {
-	switch p := Priority(s); p {
-	case PriorityLongest, PriorityFirst:
-		return p, nil
+	v, err := enum.Parse(s, PriorityLongest, PriorityFirst)
+	if err != nil {
+		return "", fmt.Errorf("substitute: priority %w", err)
 	}
-	return "", fmt.Errorf("substitute: priority %q: must be longest or first", s)
+	return v, nil
 }
 
 func checkRuleCount(n int) error {
