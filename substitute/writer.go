@@ -318,7 +318,7 @@ func (rw *responseWriter) FlushError() error {
 	case discarding:
 		return nil
 	case substituting:
-		if err := rw.stream.Flush(); err != nil {
+		if err := rw.stream.Err(); err != nil {
 			return err
 		}
 		fallthrough

@@ -100,7 +100,6 @@ type dfa struct {
 	size    int
 	limit   int
 	resets  atomic.Int64
-	built   atomic.Int64
 	visited []uint32 // sparse set: dense
 	index   []uint32 // sparse set: sparse
 	stack   []uint32
@@ -135,7 +134,6 @@ func (d *dfa) intern(flags uint8, match int32, pcs []uint32) *state {
 	s.eof.Store(-2)
 	d.states[string(d.key)] = s
 	d.size += sz
-	d.built.Add(1)
 	return s
 }
 

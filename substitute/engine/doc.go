@@ -63,7 +63,8 @@
 // anchor table at offset k-1. Rules whose buckets would pass more than 1%
 // of a text body (wide first classes, such as \w+@) keep the scalar scan.
 // With the 10 rules of BenchmarkWrkRules the scan starts about 1,300
-// attempts per MB of the HTML sample (2,200 with the scalar scan).
+// attempts per MB of the HTML sample (2,200 with the scalar scan; counted
+// only by a build with the enginestats tag: go test -tags enginestats).
 //
 // A candidate whose first three bytes are those of a literal rule that,
 // from there, alone can match (no other rule's thread left, no shorter

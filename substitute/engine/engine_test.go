@@ -181,6 +181,23 @@ func TestCompileErrors(t *testing.T) {
 	}
 }
 
+// TestCacheTooSmallNamesSet: a DFA cache too small for the set's states is
+// the whole set's fault, so the error names the set, not the last rule.
+func TestCacheTooSmallNamesSet(t *testing.T) {
+	_, err := Compile([]Rule{lit("a", ""), rx(`b[a-z]+c`, "")}, Options{CacheSize: 256})
+	if err == nil {
+		t.Fatal("Compile with a 256-byte cache succeeded, want an error")
+	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "rules: the 2 rules need DFA states of up to ") ||
+		!strings.Contains(msg, "more than the 256-byte DFA cache can hold 4 of: use fewer or simpler rules") {
+		t.Errorf("error %q does not name the set, its cache size and the fix", msg)
+	}
+	if strings.Contains(msg, "rule 2") {
+		t.Errorf("error %q blames the last rule", msg)
+	}
+}
+
 // TestWriteErrorSticks: a failing dst stops the stream with its error.
 func TestWriteErrorSticks(t *testing.T) {
 	s := mustCompile(t, []Rule{lit("a", "b")}, Options{})
@@ -336,9 +353,7 @@ func checkStream(t *testing.T, s *Set, want, input []byte, rng *rand.Rand, what 
 		t.Fatalf("%s input %q:\n got %q\nwant %q", what, input, whole, want)
 	}
 	// Drops are outside the reference: the memo must not change them.
-	s.noMemo = true
-	plain, pst, err := run(s, randVars, input, nil)
-	s.noMemo = false
+	plain, pst, err := runNoMemo(s, randVars, input, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +441,7 @@ func TestConcurrentStreams(t *testing.T) {
 }
 
 // TestEmitsEagerly: after each Write, everything that cannot be part of a
-// match is already in dst (what Flush promises, and what server-sent events
+// match is already in dst (so a flush needs only Err, and what server-sent events
 // need); only a live candidate is held back.
 func TestEmitsEagerly(t *testing.T) {
 	s := mustCompile(t, []Rule{rx("abcd|ab", "X"), lit("hello", "bye")}, Options{})
@@ -445,7 +460,7 @@ func TestEmitsEagerly(t *testing.T) {
 		if _, err := st.Write([]byte(step.write)); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.Flush(); err != nil {
+		if err := st.Err(); err != nil {
 			t.Fatal(err)
 		}
 		if buf.String() != step.want {
@@ -471,12 +486,10 @@ func TestHostileBodies(t *testing.T) {
 		body := hc.body[:min(len(hc.body), 6000)]
 		for _, maxMatch := range []int{64, 1000, DefaultMaxMatch} {
 			s := mustCompile(t, hc.rules, Options{MaxMatch: maxMatch})
-			s.noMemo = true
-			want, plain, err := run(s, nil, body, nil)
+			want, plain, err := runNoMemo(s, nil, body, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.noMemo = false
 			for _, chunks := range [][]int{nil, {1}, {7, 13}, {4096}} {
 				got, st, err := run(s, nil, body, chunks)
 				if err != nil {
@@ -537,12 +550,10 @@ func TestMemoAgainstPlainAttempts(t *testing.T) {
 		s.sparseStride = 1 << rng.IntN(7)
 		s.sparseSlots = s.maxMatch/s.sparseStride + 2
 		for _, chunks := range [][]int{nil, {1}, {1 + rng.IntN(50), 1 + rng.IntN(9)}} {
-			s.noMemo = true
-			want, plain, err := run(s, randVars, in, chunks)
+			want, plain, err := runNoMemo(s, randVars, in, chunks)
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.noMemo = false
 			got, st, err := run(s, randVars, in, chunks)
 			if err != nil {
 				t.Fatal(err)

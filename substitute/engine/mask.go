@@ -1,7 +1,7 @@
 package engine
 
 // Mask is a set of rule numbers (0-based, in declaration order). A nil or
-// zero-length Mask is empty. Use Set.AllRules or NewMask to get one sized for
+// zero-length Mask is empty. Use NewMask to get one sized for
 // a rule set.
 type Mask []uint64
 

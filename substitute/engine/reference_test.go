@@ -169,6 +169,15 @@ func refExpand(out []byte, r Rule, rx *regexp.Regexp, input []byte, idx []int, v
 	return append(out, tmpl[last:]...)
 }
 
+// runNoMemo is run with the memo path off (a ring of no positions): every
+// attempt runs on its own, the plain behaviour the memo must not change.
+func runNoMemo(s *Set, vars Vars, input []byte, chunks []int) ([]byte, *Stream, error) {
+	ring := s.ringSize
+	s.ringSize = 0
+	defer func() { s.ringSize = ring }()
+	return run(s, vars, input, chunks)
+}
+
 // run substitutes input written in the given chunk sizes (cycled), then
 // closed.
 func run(s *Set, vars Vars, input []byte, chunks []int) ([]byte, *Stream, error) {

@@ -59,9 +59,8 @@ type Set struct {
 	dfa      *dfa
 	tmpl     []template
 	// ringSize is how many positions of the memo path a stream keeps (a
-	// power of two; see pathMemo). noMemo turns the memo off (tests).
+	// power of two; see pathMemo). Tests set 0 to turn the memo off.
 	ringSize int
-	noMemo   bool
 	// sparseStride (a power of two) and sparseSlots size the memo path's
 	// sparse states, which cover MaxMatch.
 	sparseStride, sparseSlots int
@@ -228,7 +227,8 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 	s.dfa = newDFA(&s.prog, s.prio == First, &s.classes, rep, opts.CacheSize)
 	// The cache must hold a few of the largest possible states.
 	if need := 4 * s.dfa.stateSize(len(s.prog.insts)); need > opts.CacheSize {
-		return nil, fmt.Errorf("rule %d: rule set too large: its DFA states need more than the %d-byte cache", len(rules), opts.CacheSize)
+		// Set-wide: every rule adds to the states, so no rule is to blame.
+		return nil, fmt.Errorf("rules: the %d rules need DFA states of up to %d bytes, more than the %d-byte DFA cache can hold 4 of: use fewer or simpler rules", len(rules), need/4, opts.CacheSize)
 	}
 	if err := s.checkEmpty(); err != nil {
 		return nil, err
@@ -260,12 +260,6 @@ func ruleError(i int, r Rule, format string, args ...any) error {
 	}
 	return fmt.Errorf("rule %d: %s %q: %s", i+1, kind, r.Pattern, fmt.Sprintf(format, args...))
 }
-
-// Len returns the number of rules.
-func (s *Set) Len() int { return len(s.rules) }
-
-// AllRules returns a new mask holding every rule of the set.
-func (s *Set) AllRules() Mask { return s.all.Clone() }
 
 // MaxMatch returns the longest match the set replaces.
 func (s *Set) MaxMatch() int { return s.maxMatch }

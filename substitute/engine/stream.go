@@ -27,7 +27,7 @@ type Stream struct {
 	matched  Mask
 	scratch  Mask
 	dropped  int
-	attempts int // match attempts the prefilter started (for benchmarks)
+	attempts attemptCounter // match attempts started (enginestats builds only)
 
 	// hold[0] is the byte before the pending bytes hold[1:] (valid when
 	// prev >= 0). Pending bytes are those of a match attempt still running;
@@ -116,7 +116,8 @@ func (st *Stream) Reset(dst io.Writer, vars Vars) {
 	st.all, st.none = true, false
 	st.starts = [4]*state{}
 	clear(st.matched)
-	st.dropped, st.attempts = 0, 0
+	st.dropped = 0
+	st.attempts.reset()
 	if cap(st.hold) > holdRetain || st.hold == nil {
 		st.hold = make([]byte, 1, min(holdInitial, st.holdMax))
 	}
@@ -188,9 +189,9 @@ func (st *Stream) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// Flush writes out everything that cannot be part of a match. Write already
-// does so, so Flush only reports a write error; it never flushes dst itself.
-func (st *Stream) Flush() error { return st.err }
+// Err returns the first error writing to dst, if any. There is nothing to
+// flush: Write already writes out everything that cannot be part of a match.
+func (st *Stream) Err() error { return st.err }
 
 // Close ends the input: matches that need the end of the body ($, \z, \b)
 // are decided and every held byte is written.
@@ -262,7 +263,7 @@ func (st *Stream) process(buf []byte, start int, final bool) int {
 			if j >= len(buf) {
 				break
 			}
-			st.attempts++
+			st.attempts.add()
 			if !st.literal(buf, j) {
 				st.running = true
 				st.runPrev = prevClass(st.prevByte(buf, start, j))
@@ -372,7 +373,7 @@ func (st *Stream) beginAttempt(buf []byte, start, j int) {
 	lo := int64(j+1) + delta
 	st.merged = false
 	st.ownHi, st.ownSparseHi = lo-1, lo-1
-	if st.memoOK && (st.set.noMemo || lo > st.memoEnd || st.ringHi < st.ringLo || st.ringHi-delta < int64(start)) {
+	if st.memoOK && (len(st.ring) == 0 || lo > st.memoEnd || st.ringHi < st.ringLo || st.ringHi-delta < int64(start)) {
 		st.memoOK = false
 	}
 	if st.memoOK {
