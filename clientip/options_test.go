@@ -1,10 +1,11 @@
 package clientip
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/caddy-edgekit/edgekit/internal/adapttest"
 )
 
 // A bound is checked by one function, so the Caddyfile and JSON refuse the
@@ -19,19 +20,8 @@ func TestCaddyfileAndJSONRefuseAlike(t *testing.T) {
 		{"header Bad:Name", `{"trusted_proxies":["10.0.0.0/8"],"header":"Bad:Name"}`},
 	} {
 		_, jsonErr := tryProvision(tc.json)
-		if jsonErr == nil {
-			t.Errorf("%s: accepted", tc.json)
-			continue
-		}
-		d := caddyfile.NewTestDispenser("client_ip {\n\ttrusted_proxies 10.0.0.0/8\n\t" + tc.caddyfile + "\n}")
-		err := new(Handler).UnmarshalCaddyfile(d)
-		if err == nil {
-			t.Errorf("Caddyfile %q: accepted", tc.caddyfile)
-			continue
-		}
-		if !strings.Contains(err.Error(), jsonErr.Error()) {
-			t.Errorf("Caddyfile %q and JSON refuse differently:\n  Caddyfile: %v\n  JSON:      %v", tc.caddyfile, err, jsonErr)
-		}
+		err := new(Handler).UnmarshalCaddyfile(caddyfile.NewTestDispenser("client_ip {\n\ttrusted_proxies 10.0.0.0/8\n\t" + tc.caddyfile + "\n}"))
+		adapttest.SameRefusal(t, tc.caddyfile, err, jsonErr)
 	}
 }
 

@@ -47,3 +47,18 @@ func HandlerOrder(t testing.TB, adapted string, handlers ...string) {
 		last = at
 	}
 }
+
+// SameRefusal fails the test unless a JSON config and its Caddyfile twin
+// are both refused, the Caddyfile with the JSON's message (it may add the
+// line it points at): one check per bound, whichever way it is written.
+func SameRefusal(t testing.TB, caddyfile string, caddyfileErr, jsonErr error) {
+	t.Helper()
+	switch {
+	case jsonErr == nil:
+		t.Errorf("JSON twin of Caddyfile %q: accepted", caddyfile)
+	case caddyfileErr == nil:
+		t.Errorf("Caddyfile %q: accepted", caddyfile)
+	case !strings.Contains(caddyfileErr.Error(), jsonErr.Error()):
+		t.Errorf("Caddyfile %q and JSON refuse differently:\n  Caddyfile: %v\n  JSON:      %v", caddyfile, caddyfileErr, jsonErr)
+	}
+}
