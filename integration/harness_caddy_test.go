@@ -22,7 +22,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -37,7 +36,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -46,6 +44,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 
 	"github.com/caddy-edgekit/edgekit/internal/loopback"
+	"github.com/caddy-edgekit/edgekit/internal/syncbuf"
 )
 
 // caddyBinary is the path of the Caddy built by TestMain.
@@ -91,7 +90,7 @@ type Caddy struct {
 
 	opts Options
 	cmd  *exec.Cmd
-	logs *lockedBuffer
+	logs *syncbuf.Buffer
 	done chan struct{}
 }
 
@@ -155,7 +154,7 @@ func startCaddyProcess(t testing.TB, opts Options, host string, p ports, caddyfi
 		AdminPort: p.admin,
 		Dir:       t.TempDir(),
 		opts:      opts,
-		logs:      &lockedBuffer{},
+		logs:      &syncbuf.Buffer{},
 		done:      make(chan struct{}),
 	}
 	path := filepath.Join(c.Dir, "Caddyfile")
@@ -547,21 +546,4 @@ func WaitFor(ctx context.Context, timeout time.Duration, cond func() bool) bool 
 		time.Sleep(20 * time.Millisecond)
 	}
 	return true
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/caddy-edgekit/edgekit/internal/loopback"
+	"github.com/caddy-edgekit/edgekit/internal/syncbuf"
 )
 
 // RequireEnv is the environment variable under which a missing redis-server
@@ -95,7 +96,7 @@ func (s *Server) start(bin string) {
 	host, port, _ := net.SplitHostPort(s.addr)
 	args := append([]string{"--port", port, "--bind", host, "--save", "", "--appendonly", "no"}, s.args...)
 	cmd := exec.Command(bin, args...)
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	s.mu.Lock()
 	if s.cmd != nil {
@@ -140,22 +141,4 @@ func (s *Server) Stop() {
 		s.t.Logf("testredis: killing redis-server: %v", err)
 	}
 	<-done
-}
-
-// lockedBuffer lets redis-server's stdout and stderr share one buffer.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
