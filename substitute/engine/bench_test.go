@@ -147,7 +147,7 @@ func streamOnce(st *Stream, data []byte) {
 func (st *Stream) memSize() int {
 	n := int(unsafe.Sizeof(*st)) + cap(st.hold)
 	n += 8 * (cap(st.active) + cap(st.matched) + cap(st.scratch))
-	n += int(unsafe.Sizeof([]byte(nil)))*cap(st.varVals) + cap(st.varKnown) + 8*cap(st.idx) + int(unsafe.Sizeof((*state)(nil)))*(cap(st.ring)+cap(st.ownRing)+cap(st.sparse)+cap(st.ownSparse))
+	n += int(unsafe.Sizeof([]byte(nil)))*cap(st.varVals) + cap(st.varKnown) + 8*cap(st.idx) + int(unsafe.Sizeof((*state)(nil)))*(cap(st.memo.ring)+cap(st.memo.ownRing)+cap(st.memo.sparse)+cap(st.memo.ownSparse))
 	for _, v := range st.varVals {
 		n += cap(v)
 	}
@@ -239,7 +239,7 @@ func BenchmarkPrefilter(b *testing.B) {
 				cpu0 := cpuTime()
 				for range b.N {
 					for i := 0; ; i++ {
-						if i = s.candidate(data, i); i >= len(data) {
+						if i = s.pre.next(data, i); i >= len(data) {
 							break
 						}
 					}

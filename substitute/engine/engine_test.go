@@ -323,9 +323,9 @@ func checkOne(t *testing.T, rules []Rule, prio Priority, input []byte, rng *rand
 		}
 		// A memo ring of 2, 4 or 8 positions and sparse states every 1 to
 		// 8, so short bodies wrap them.
-		s.ringSize = 2 << rng.IntN(3)
-		s.sparseStride = 1 << rng.IntN(4)
-		s.sparseSlots = s.maxMatch/s.sparseStride + 2
+		s.memoShape.ring = 2 << rng.IntN(3)
+		s.memoShape.stride = 1 << rng.IntN(4)
+		s.memoShape.slots = s.maxMatch/s.memoShape.stride + 2
 		checkScans(t, s, want, input, rng, fmt.Sprintf("#%d rules %+v prio %d max %d", it, rules, prio, maxMatch))
 	}
 }
@@ -334,9 +334,9 @@ func checkOne(t *testing.T, rules []Rule, prio Priority, input []byte, rng *rand
 // one, and with the scalar scan.
 func checkScans(t *testing.T, s *Set, want, input []byte, rng *rand.Rand, what string) {
 	t.Helper()
-	if s.teddy != nil && useTeddy {
+	if s.pre.teddy != nil && useTeddy {
 		checkStream(t, s, want, input, rng, what+" teddy")
-		s.teddy = nil
+		s.pre.teddy = nil
 	}
 	checkStream(t, s, want, input, rng, what)
 }
@@ -546,9 +546,9 @@ func TestMemoAgainstPlainAttempts(t *testing.T) {
 		if err != nil {
 			continue // too large for the tiny cache
 		}
-		s.ringSize = 1 << rng.IntN(8)
-		s.sparseStride = 1 << rng.IntN(7)
-		s.sparseSlots = s.maxMatch/s.sparseStride + 2
+		s.memoShape.ring = 1 << rng.IntN(8)
+		s.memoShape.stride = 1 << rng.IntN(7)
+		s.memoShape.slots = s.maxMatch/s.memoShape.stride + 2
 		for _, chunks := range [][]int{nil, {1}, {1 + rng.IntN(50), 1 + rng.IntN(9)}} {
 			want, plain, err := runNoMemo(s, randVars, in, chunks)
 			if err != nil {
@@ -559,7 +559,7 @@ func TestMemoAgainstPlainAttempts(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, want) || st.Dropped() != plain.Dropped() {
-				t.Fatalf("#%d rules %+v prio %d max %d ring %d input %q chunks %v:\n got %q (%d dropped)\nwant %q (%d dropped)", it, rules, prio, s.maxMatch, s.ringSize, in, chunks, got, st.Dropped(), want, plain.Dropped())
+				t.Fatalf("#%d rules %+v prio %d max %d ring %d input %q chunks %v:\n got %q (%d dropped)\nwant %q (%d dropped)", it, rules, prio, s.maxMatch, s.memoShape.ring, in, chunks, got, st.Dropped(), want, plain.Dropped())
 			}
 		}
 	}
@@ -586,18 +586,18 @@ func TestAnchorHashes(t *testing.T) {
 // give; a match is found at every alignment of the scan.
 func TestAnchorOffsets(t *testing.T) {
 	s := mustCompile(t, []Rule{lit("rustc", "R")}, Options{})
-	if s.stride != 3 {
-		t.Fatalf("stride %d, want 3", s.stride)
+	if s.pre.stride != 3 {
+		t.Fatalf("stride %d, want 3", s.pre.stride)
 	}
 	for off, tri := range []string{"rus", "ust", "stc"} {
 		x := uint32(tri[0]) | uint32(tri[1])<<8 | uint32(tri[2])<<16
-		if got, want := s.anchors[anchorHash(x)], uint8(1)<<(2-off); got != want {
+		if got, want := s.pre.anchors[anchorHash(x)], uint8(1)<<(2-off); got != want {
 			t.Errorf("triple %q (offset %d): anchor mask %03b, want %03b", tri, off, got, want)
 		}
 	}
 	for pad := range 40 {
 		body := []byte(strings.Repeat("u", pad) + "rustc" + strings.Repeat("t", 40))
-		if got := s.candidate(body, 0); got != pad {
+		if got := s.pre.next(body, 0); got != pad {
 			t.Errorf("rustc after %d bytes: first candidate %d", pad, got)
 		}
 	}
@@ -632,7 +632,7 @@ func TestLiteralShortcut(t *testing.T) {
 	for _, set := range sets {
 		s := mustCompile(t, set.rules, Options{})
 		var owned []string
-		for _, r := range s.litOwner {
+		for _, r := range s.pre.litOwner {
 			if r >= 0 {
 				owned = append(owned, s.rules[r].Pattern)
 			}
@@ -673,8 +673,8 @@ func TestAnchorStrides(t *testing.T) {
 	}
 	for _, set := range sets {
 		s := mustCompile(t, set.rules, Options{})
-		if s.stride != set.stride {
-			t.Fatalf("rules %+v: stride %d, want %d", set.rules, s.stride, set.stride)
+		if s.pre.stride != set.stride {
+			t.Fatalf("rules %+v: stride %d, want %d", set.rules, s.pre.stride, set.stride)
 		}
 		for it := range iters {
 			var input []byte

@@ -63,8 +63,8 @@ func FuzzSubstitute(f *testing.F) {
 		if !bytes.Equal(whole, plain) || st.Dropped() != pst.Dropped() {
 			t.Fatalf("output %q (%d dropped) differs from plain attempts %q (%d dropped)", whole, st.Dropped(), plain, pst.Dropped())
 		}
-		if s.teddy != nil {
-			s.teddy = nil // the scalar scan
+		if s.pre.teddy != nil {
+			s.pre.teddy = nil // the scalar scan
 			scalar, sst, err := run(s, nil, body, []int{1 + int(split)%16, 1})
 			if err != nil {
 				t.Fatal(err)

@@ -172,9 +172,9 @@ func refExpand(out []byte, r Rule, rx *regexp.Regexp, input []byte, idx []int, v
 // runNoMemo is run with the memo path off (a ring of no positions): every
 // attempt runs on its own, the plain behaviour the memo must not change.
 func runNoMemo(s *Set, vars Vars, input []byte, chunks []int) ([]byte, *Stream, error) {
-	ring := s.ringSize
-	s.ringSize = 0
-	defer func() { s.ringSize = ring }()
+	ring := s.memoShape.ring
+	s.memoShape.ring = 0
+	defer func() { s.memoShape.ring = ring }()
 	return run(s, vars, input, chunks)
 }
 

@@ -16,7 +16,7 @@ import "math/bits"
 // It is used where the vector instructions exist (AVX2 on amd64; the
 // purego build tag turns it off) and where the triples are few enough
 // that the buckets stay narrow (teddyMaxPass); elsewhere the scalar scan
-// of candidate runs.
+// of prefilter.next runs.
 
 // teddyMasks holds, for byte o of a triple, the buckets by low nibble
 // (row 2o) and by high nibble (row 2o+1): bit b of an entry is bucket b.
@@ -61,13 +61,22 @@ const teddyMaxPass = 0.01
 // is quadratic in them); larger rule sets keep the scalar scan.
 const teddyMaxGroups = 64
 
-// buildTeddy merges the groups of triples that can begin a match (from
-// addTriples) into eight buckets, cheapest merge first, and keeps the
+// teddyBlock is how many positions a Teddy step tests; a block is scanned
+// only if the buffer holds teddyNeed bytes from its start, so that every
+// position it passes has the six bytes after it that prefilter.next reads
+// (the asm has the same figures).
+const (
+	teddyBlock = 32
+	teddyNeed  = teddyBlock + 5
+)
+
+// newTeddy merges the groups of triples that can begin a match (from
+// addTriples) into eight buckets, cheapest merge first, and returns their
 // masks if there were at most teddyMaxGroups groups and the buckets pass
-// few enough positions.
-func (s *Set) buildTeddy(groups []teddyBucket) {
+// few enough positions; else nil.
+func newTeddy(groups []teddyBucket) *teddyMasks {
 	if len(groups) == 0 || len(groups) > teddyMaxGroups {
-		return
+		return nil
 	}
 	for len(groups) > 8 {
 		// Merge the two groups whose union adds the least.
@@ -88,7 +97,7 @@ func (s *Set) buildTeddy(groups []teddyBucket) {
 		total += g.pass()
 	}
 	if total > teddyMaxPass {
-		return
+		return nil
 	}
 	m := new(teddyMasks)
 	for b, g := range groups {
@@ -105,7 +114,7 @@ func (s *Set) buildTeddy(groups []teddyBucket) {
 			}
 		}
 	}
-	s.teddy = m
+	return m
 }
 
 // add puts the bytes bs in b as byte o of its triples.
@@ -125,11 +134,10 @@ func (m *teddyMasks) buckets(b0, b1, b2 byte) byte {
 // teddyScanGo is teddyScan in Go: the first 32-position block, from
 // buf[0], whose positions hold a bucket's triple, and the positions (bit
 // p for buf[i+p]); or where it stopped, and 0. A block is scanned only if
-// buf holds 37 bytes from its start, so that a passed position j has the
-// six bytes from j that candidate reads.
+// buf holds teddyNeed bytes from its start.
 func teddyScanGo(m *teddyMasks, buf []byte) (i int, mask uint32) {
-	for ; i+37 <= len(buf); i += 32 {
-		for p := range 32 {
+	for ; i+teddyNeed <= len(buf); i += teddyBlock {
+		for p := range teddyBlock {
 			if m.buckets(buf[i+p], buf[i+p+1], buf[i+p+2]) != 0 {
 				mask |= 1 << p
 			}

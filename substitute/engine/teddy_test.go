@@ -83,12 +83,12 @@ func TestTeddyKeepsEveryStart(t *testing.T) {
 	}
 	for name, rules := range sets {
 		s := mustCompile(t, rules, Options{})
-		if s.teddy == nil {
+		if s.pre.teddy == nil {
 			t.Fatalf("%s: no Teddy", name)
 		}
 		n := 0
 		for b0 := range 256 {
-			if !s.first[b0] {
+			if !s.pre.first[b0] {
 				continue
 			}
 			for b1 := range 256 {
@@ -97,7 +97,7 @@ func TestTeddyKeepsEveryStart(t *testing.T) {
 						continue
 					}
 					n++
-					if s.teddy.buckets(byte(b0), byte(b1), byte(b2)) == 0 {
+					if s.pre.teddy.buckets(byte(b0), byte(b1), byte(b2)) == 0 {
 						t.Fatalf("%s: triple %q can begin a match, and is in no bucket", name, []byte{byte(b0), byte(b1), byte(b2)})
 					}
 				}
@@ -147,16 +147,16 @@ func TestTeddyChoice(t *testing.T) {
 		{"max_match 1", []Rule{lit("a", "b")}, Options{MaxMatch: 1}, false},
 	} {
 		s := mustCompile(t, c.rules, c.opts)
-		if got := s.teddy != nil; got != c.want {
+		if got := s.pre.teddy != nil; got != c.want {
 			t.Errorf("%s: Teddy %v, want %v", c.name, got, c.want)
 		}
-		if s.teddy == nil {
+		if s.pre.teddy == nil {
 			continue
 		}
 		// On the HTML page, within a few times the estimate.
 		passed := 0
 		for i := 0; i+2 < len(data); i++ {
-			if s.teddy.buckets(data[i], data[i+1], data[i+2]) != 0 {
+			if s.pre.teddy.buckets(data[i], data[i+1], data[i+2]) != 0 {
 				passed++
 			}
 		}
