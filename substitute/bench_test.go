@@ -62,7 +62,7 @@ func BenchmarkHandlerDecoding(b *testing.B) {
 }
 
 func benchPage(b *testing.B) []byte {
-	page, err := os.ReadFile("engine/testdata/rustc-book.html")
+	page, err := os.ReadFile("internal/engine/testdata/rustc-book.html")
 	if err != nil {
 		b.Skip("no benchmark page:", err)
 	}
@@ -187,7 +187,7 @@ func siteRules() []Rule {
 //	go test -run '^$' -bench BenchmarkHandlerManyRules -count 6 ./substitute/
 func BenchmarkHandlerManyRules(b *testing.B) {
 	html := benchPage(b)
-	js, err := os.ReadFile("engine/testdata/react-dom.development.js")
+	js, err := os.ReadFile("internal/engine/testdata/react-dom.development.js")
 	if err != nil {
 		b.Skip("no benchmark page:", err)
 	}

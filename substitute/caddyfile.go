@@ -9,7 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
 
-	"github.com/caddy-edgekit/edgekit/substitute/engine"
+	"github.com/caddy-edgekit/edgekit/substitute/internal/engine"
 )
 
 // The directive registers itself with its package, so building Caddy with this

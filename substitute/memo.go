@@ -7,7 +7,7 @@ import (
 	"hash"
 	"sync"
 
-	"github.com/caddy-edgekit/edgekit/substitute/engine"
+	"github.com/caddy-edgekit/edgekit/substitute/internal/engine"
 )
 
 // memo remembers, per resource (method, host without port, path, query),

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/caddy-edgekit/edgekit/substitute/engine"
+	"github.com/caddy-edgekit/edgekit/substitute/internal/engine"
 
 	"github.com/caddy-edgekit/edgekit/internal/enum"
 )

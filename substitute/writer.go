@@ -9,7 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/caddy-edgekit/edgekit/substitute/engine"
+	"github.com/caddy-edgekit/edgekit/substitute/internal/engine"
 )
 
 // What the writer does with the body of the current response.

@@ -111,23 +111,6 @@ func (m *pathMemo) reset() {
 	clear(m.ownSparse)
 }
 
-// attempt is a match attempt: where it is and the best match it found.
-type attempt struct {
-	state    *state
-	len      int   // bytes consumed
-	prev     int   // prevClass of the byte before it
-	bestLen  int   // length of the best match so far, -1 if none
-	bestRule int32 // its rule
-}
-
-// Why a DFA run stopped.
-const (
-	runDead    = iota // no thread left: the attempt is resolved
-	runLimit          // threads alive after MaxMatch+1 bytes
-	runStarved        // out of input
-	runMerged         // joined the memo path
-)
-
 // begin prepares the path for an attempt anchored at buf[j] (buf[start:]
 // being the bytes this buffer adds): the path's positions before j+1 are
 // forgotten and the ring is refilled from the path's last stored state up

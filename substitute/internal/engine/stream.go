@@ -7,6 +7,22 @@ import "io"
 // verbatim: a $ inside them is never expanded.
 type Vars func(name string) (value string, ok bool)
 
+// How a stream matches. From each candidate the prefilter finds, the DFA
+// runs anchored, for every active rule at once, until it dies, until
+// MaxMatch+1 bytes have been read, or until the input runs out, in which
+// case the attempt is kept (its state and at most MaxMatch bytes) and
+// resumed by the next Write. The attempt's best match wins: the leftmost,
+// since candidates are tried in order, then as Priority says. The bytes
+// before it are written out in one Write, the replacement follows, and the
+// scan resumes after the match; a failed attempt resumes it one byte after
+// its start, and the path memo (pathmemo.go) keeps the next attempts from
+// reading the same bytes again and again. A candidate whose first three
+// bytes belong to a literal rule that alone can match there is decided by
+// comparing the literal (Stream.literal). A rule still able to grow after
+// MaxMatch bytes is dropped at that position and the attempt is run again
+// without it (Stream.drop). The start states for a reduced set of rules
+// (Once, Restrict) are interned in the DFA cache like any state.
+
 // Stream substitutes one body. Write the body in chunks of any size; the
 // output is the same whatever the chunk boundaries. A Stream is not safe for
 // concurrent use; reuse it with Reset.
@@ -296,35 +312,6 @@ func (st *Stream) startState(pc int) *state {
 		st.starts[pc] = st.set.dfa.start(st.active, pc, false)
 	}
 	return st.starts[pc]
-}
-
-// step returns the DFA state after t reads b.
-func (s *Set) step(t *state, b byte) *state {
-	c := int(s.classes[b])
-	if n := t.next[c].Load(); n != nil {
-		return n
-	}
-	return s.dfa.build(t, c)
-}
-
-// runPlain runs attempt a, anchored at buf[j], from state t over buf[k:],
-// recording its best match in a, without the memo path (the drop reruns).
-// It returns the last state and why it stopped.
-func (s *Set) runPlain(a *attempt, t *state, buf []byte, j, k int) (*state, int) {
-	limit := j + s.maxMatch // the last byte the attempt may consume
-	for ; k < len(buf); k++ {
-		t = s.step(t, buf[k])
-		if t.match >= 0 {
-			a.bestLen, a.bestRule = k-j, t.match
-		}
-		if len(t.pcs) == 0 {
-			return t, runDead
-		}
-		if k == limit {
-			return t, runLimit
-		}
-	}
-	return t, runStarved
 }
 
 // advance feeds the running attempt anchored at buf[j]. It reports whether

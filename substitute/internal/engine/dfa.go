@@ -87,6 +87,21 @@ type state struct {
 // left, or a match ended just before the byte that led to s.
 func (s *state) alive() bool { return len(s.pcs) > 0 || s.match >= 0 }
 
+// The lazy DFA. A state is the ordered list of NFA threads waiting for the
+// next byte plus what the previous byte was (start, '\n', word byte,
+// other). Zero-width assertions are decided when the next byte, or the end
+// of the body, is known, so a match is seen one byte late and $, \z and \b
+// are right at chunk boundaries and at the end. A transition records the
+// rule whose match ended before the byte: the lowest numbered rule under
+// Longest; under First, the threads are in priority order (declaration
+// order, then leftmost-first inside a regexp) and a match cuts the threads
+// below it, as in a Pike VM. States are built on demand and cached in a
+// table shared by every stream of a Set (transitions are read with atomic
+// loads, built under a mutex). The cache is bounded by Options.CacheSize;
+// when it is full it is emptied and refilled on demand (RE2's policy),
+// which keeps memory bounded and output unchanged: in the worst case each
+// byte pays for building a state, like one Pike VM step.
+//
 // dfa is the lazily built, size-bounded DFA shared by every stream of a Set.
 type dfa struct {
 	prog     *nfa

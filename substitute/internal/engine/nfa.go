@@ -7,6 +7,14 @@ import (
 	"unicode/utf8"
 )
 
+// The compiler. Each rule is parsed by regexp/syntax (literal rules are
+// taken as bytes), simplified, and compiled into one byte-level NFA with an
+// entry point and a match instruction per rule. Runes become the byte
+// sequences of their UTF-8 encodings (the usual split of rune ranges into
+// byte ranges), shared through a small trie so that \pL is not hundreds of
+// threads; (?i) becomes each rune's case-folding orbit; ^ $ \A \z \b \B
+// stay zero-width instructions, decided by the DFA.
+
 // Instruction kinds of the byte-level NFA.
 const (
 	opByte  uint8 = iota // consume one byte in [lo, hi], go to out

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/caddy-edgekit/edgekit/substitute/engine"
+	"github.com/caddy-edgekit/edgekit/substitute/internal/engine"
 )
 
 // The engine on its own: compile the rules once, then stream a body through
