@@ -12,7 +12,7 @@ var metrics = newMetrics()
 
 type collectors struct {
 	responses      *prometheus.CounterVec
-	memoHits       *prometheus.CounterVec
+	memoHits       prometheus.Counter
 	memoMisses     prometheus.Counter
 	dropped        prometheus.Counter
 	rangeRetries   prometheus.Counter
@@ -21,8 +21,7 @@ type collectors struct {
 	all            []prometheus.Collector
 
 	// Label values resolved once, so counting allocates nothing.
-	substituted, skipped          prometheus.Counter
-	memoUnscanned, memoRestricted prometheus.Counter
+	substituted, skipped prometheus.Counter
 }
 
 func newMetrics() (m collectors) {
@@ -31,13 +30,13 @@ func newMetrics() (m collectors) {
 		Namespace: ns, Subsystem: sub, Name: "responses_total",
 		Help: "Responses seen by substitute, by result: substituted (body went through the rules) or skipped (passed untouched: type, status, encoding or method not eligible).",
 	}, []string{"result"})
-	m.memoHits = prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.memoHits = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: ns, Subsystem: sub, Name: "memo_hits_total",
-		Help: "Responses whose strong ETag matched the memo, by scan: none (no rule matched last time: streamed without scanning) or restricted (scanned for the rules that matched last time only).",
-	}, []string{"scan"})
+		Help: "Responses streamed without scanning because the same strong ETag matched no rule last time.",
+	})
 	m.memoMisses = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: ns, Subsystem: sub, Name: "memo_misses_total",
-		Help: "Substituted responses with a strong ETag that the memo did not know (scanned for every rule).",
+		Help: "Substituted responses with a strong ETag that the memo did not know as matching no rule (scanned for every rule).",
 	})
 	m.dropped = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: ns, Subsystem: sub, Name: "dropped_candidates_total",
@@ -57,8 +56,6 @@ func newMetrics() (m collectors) {
 	})
 	m.substituted = m.responses.WithLabelValues("substituted")
 	m.skipped = m.responses.WithLabelValues("skipped")
-	m.memoUnscanned = m.memoHits.WithLabelValues("none")
-	m.memoRestricted = m.memoHits.WithLabelValues("restricted")
 	m.all = []prometheus.Collector{m.responses, m.memoHits, m.memoMisses, m.dropped, m.rangeRetries, m.decodeFailures, m.panics}
 	return m
 }

@@ -74,10 +74,10 @@ type Handler struct {
 	// explicit 0 is refused, like any value outside 64 B..16 MiB.
 	MaxMatch int `json:"max_match,omitempty"`
 
-	// Memo is how many resources (host, path, query) remember which rules
-	// matched their body, keyed by strong ETag, so that the next identical
-	// body is scanned for those rules only, or not at all. 0 selects the
-	// default (10,000); -1 turns the memo off.
+	// Memo is how many resources (method, host, path, query) remember the
+	// strong ETag of a body that matched no rule, so that the next
+	// identical body is streamed without scanning. 0 selects the default
+	// (10,000); -1 turns the memo off.
 	Memo int `json:"memo,omitempty"`
 
 	maxMatchSet bool // max_match was in the JSON, even as 0

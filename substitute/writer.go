@@ -43,9 +43,9 @@ type responseWriter struct {
 	wroteHeader bool
 	writeErr    error
 
-	// memoETag is the strong ETag under which finish remembers the rules
-	// that matched (a memo miss) for the resource memoKey; empty when there
-	// is nothing to remember.
+	// memoETag is the strong ETag under which finish remembers, for the
+	// resource memoKey, that no rule matched (a memo miss), or forgets the
+	// resource when some did; empty when there is nothing to remember.
 	memoETag string
 	memoKey  memoKey
 }
@@ -236,23 +236,19 @@ func listsETag(values []string, tag string) bool {
 	return false
 }
 
-// useMemo restricts the scan to the rules the same bytes matched before.
+// useMemo streams the body unscanned when the same bytes matched no rule
+// before.
 func (rw *responseWriter) useMemo(etag string) {
 	// The request as the handler below answers it: handlers rewrite it
 	// before they answer, not after.
 	key := rw.h.memo.resource(rw.req.Method, hostOnly(rw.req.Host), rw.req.URL.Path, rw.req.URL.RawQuery)
-	matched, ok := rw.h.memo.lookup(key, etag)
-	switch {
-	case !ok:
-		metrics.memoMisses.Inc()
-		rw.memoETag, rw.memoKey = etag, key
-	case matched.Empty():
-		metrics.memoUnscanned.Inc()
+	if rw.h.memo.unmatched(key, etag) {
+		metrics.memoHits.Inc()
 		rw.mode = copying
-	default:
-		metrics.memoRestricted.Inc()
-		rw.stream.Restrict(matched)
+		return
 	}
+	metrics.memoMisses.Inc()
+	rw.memoETag, rw.memoKey = etag, key
 }
 
 // Write routes p according to the decision taken at WriteHeader.
@@ -366,7 +362,11 @@ func (rw *responseWriter) finish(abort bool) error {
 		metrics.dropped.Add(float64(d))
 	}
 	if err == nil && rw.writeErr == nil && rw.memoETag != "" {
-		rw.h.memo.store(rw.memoKey, rw.memoETag, rw.stream.Matched())
+		if rw.stream.Matched().Empty() {
+			rw.h.memo.store(rw.memoKey, rw.memoETag)
+		} else {
+			rw.h.memo.forget(rw.memoKey)
+		}
 	}
 	return err
 }

@@ -11,8 +11,8 @@
 // substituted body goes to the io.Writer given to NewStream, and a Stream
 // is reused for the next body with Reset. Vars resolves the {name}
 // placeholders of replacements, once per stream. Stream.Matched tells
-// which rules matched, Stream.Restrict limits a stream to some rules, and
-// Stream.Dropped counts candidates given up at Options.MaxMatch.
+// which rules matched, and Stream.Dropped counts candidates given up at
+// Options.MaxMatch.
 //
 // # Semantics
 //

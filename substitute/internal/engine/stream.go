@@ -21,7 +21,7 @@ type Vars func(name string) (value string, ok bool)
 // comparing the literal (Stream.literal). A rule still able to grow after
 // MaxMatch bytes is dropped at that position and the attempt is run again
 // without it (Stream.drop). The start states for a reduced set of rules
-// (Once, Restrict) are interned in the DFA cache like any state.
+// (Once) are interned in the DFA cache like any state.
 
 // Stream substitutes one body. Write the body in chunks of any size; the
 // output is the same whatever the chunk boundaries. A Stream is not safe for
@@ -113,20 +113,6 @@ func (st *Stream) Reset(dst io.Writer, vars Vars) {
 		st.varVals[i] = st.varVals[i][:0]
 	}
 	clear(st.varKnown)
-}
-
-// Restrict limits matching to the rules in active (for example the rules a
-// previous response of the same resource used). Call it before the first
-// Write.
-func (st *Stream) Restrict(active Mask) {
-	for i := range st.active {
-		var w uint64
-		if i < len(active) {
-			w = active[i]
-		}
-		st.active[i] = st.set.all[i] & w
-	}
-	st.activeChanged()
 }
 
 func (st *Stream) activeChanged() {
