@@ -130,9 +130,15 @@ func newDFA(prog *nfa, first bool, classes *[256]uint8, rep []byte, limit int) *
 	}
 }
 
+// stateSize is what the cache charges for a state of npcs threads: its
+// threads, its transitions, the struct, and stateOverhead.
 func (d *dfa) stateSize(npcs int) int {
-	return npcs*4 + (len(d.classRep)+1)*int(unsafe.Sizeof(atomic.Pointer[state]{})) + int(unsafe.Sizeof(state{})) + 48
+	return npcs*4 + (len(d.classRep)+1)*int(unsafe.Sizeof(atomic.Pointer[state]{})) + int(unsafe.Sizeof(state{})) + stateOverhead
 }
+
+// stateOverhead estimates a cached state's share of the cache map: its
+// entry and its key's string header and bytes.
+const stateOverhead = 48
 
 // intern returns the state for (flags, match, pcs), creating it if needed.
 // d.mu must be held.

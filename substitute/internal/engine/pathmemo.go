@@ -139,14 +139,42 @@ func (m *pathMemo) begin(s *Set, buf []byte, start, j int, delta int64) {
 // along the path where it joins it. It returns the last state (nil if the
 // attempt died where the path died), the index of the last byte consumed
 // and why it stopped: never runMerged.
+//
+// Joining, where walk found the attempt's state equal to the path's at the
+// position p after buf[k]: the attempt's own states before p become the
+// path's, it takes the path's last match event after p, and it goes on
+// from the path's end in the path's state there. (Inline here: a call per
+// joining attempt costs several percent on hostile bodies.)
 func (m *pathMemo) run(s *Set, a *attempt, buf []byte, j int, delta int64) (*state, int, int) {
 	t, k, why := m.walk(s, a, a.state, buf, j, j+a.len, delta)
 	if why != runMerged {
 		return t, k, why
 	}
-	k = m.join(a, j, k, delta)
+	p := int64(k+1) + delta
+	m.merged = true
+	mask := int64(len(m.ring) - 1)
+	for q := m.ringLo; q < p && q <= m.ownHi; q++ {
+		m.ring[q&mask] = m.ownRing[q&mask]
+	}
+	if p > m.ringHi { // joined at a sparse position past the ring
+		m.ringHi = m.ownHi
+	}
+	for q := (m.ringLo + m.stride - 1) / m.stride * m.stride; q < p; q += m.stride {
+		slot := int(q/m.stride) % len(m.sparse)
+		m.sparse[slot] = m.ownSparse[slot]
+	}
+	if m.match > p {
+		a.bestLen, a.bestRule = int(m.match-1-delta)-j, m.rule
+	}
+	k = int(m.end - delta)
 	if m.limit == nil {
 		return nil, k, runDead
+	}
+	// The path's state after end was never stored: store it, so that the
+	// sparse states stay contiguous.
+	if q := m.end + 1; q%m.stride == 0 && q == m.sparseHi+m.stride {
+		m.sparse[int(q/m.stride)%len(m.sparse)] = m.limit
+		m.sparseHi = q
 	}
 	return m.walk(s, a, m.limit, buf, j, k+1, delta)
 }
@@ -212,36 +240,6 @@ func (m *pathMemo) walk(s *Set, a *attempt, t *state, buf []byte, j, k int, delt
 		}
 	}
 	return t, k - 1, runStarved
-}
-
-// join makes attempt a, anchored at buf[j], follow the path from the
-// position after buf[k], where their states agree: the attempt's own states
-// before it become the path's, and it takes the path's last match event
-// after it. It returns the index of the path's last byte, end.
-func (m *pathMemo) join(a *attempt, j, k int, delta int64) int {
-	p := int64(k+1) + delta
-	m.merged = true
-	mask := int64(len(m.ring) - 1)
-	for q := m.ringLo; q < p && q <= m.ownHi; q++ {
-		m.ring[q&mask] = m.ownRing[q&mask]
-	}
-	if p > m.ringHi { // joined at a sparse position past the ring
-		m.ringHi = m.ownHi
-	}
-	for q := (m.ringLo + m.stride - 1) / m.stride * m.stride; q < p; q += m.stride {
-		slot := int(q/m.stride) % len(m.sparse)
-		m.sparse[slot] = m.ownSparse[slot]
-	}
-	if m.match > p {
-		a.bestLen, a.bestRule = int(m.match-1-delta)-j, m.rule
-	}
-	// The path's state after end was never stored: store it, so that the
-	// sparse states stay contiguous.
-	if q := m.end + 1; m.limit != nil && q%m.stride == 0 && q == m.sparseHi+m.stride {
-		m.sparse[int(q/m.stride)%len(m.sparse)] = m.limit
-		m.sparseHi = q
-	}
-	return int(m.end - delta)
 }
 
 // resolve ends attempt a, anchored at buf[j], which stopped after buf[k]

@@ -317,12 +317,48 @@ func (p *prefilter) next(buf []byte, i int) int {
 			return j
 		}
 	}
-	return p.nextPair(buf, i)
+	// The pair and triple stage, inline: with neither Teddy nor anchors
+	// (short rules) nearly every call ends here, often after a few bytes.
+	n := len(buf)
+	pr, t, q := &p.pair, &p.triple, &p.pair7
+	if i+8 <= n {
+		v := buf[i:]
+		for ; len(v) >= 8; v = v[7:] {
+			w := binary.LittleEndian.Uint64(v)
+			if q[uint16(w)&0x7F7F]|q[uint16(w>>8)&0x7F7F]|q[uint16(w>>16)&0x7F7F]|q[uint16(w>>24)&0x7F7F]|
+				q[uint16(w>>32)&0x7F7F]|q[uint16(w>>40)&0x7F7F]|q[uint16(w>>48)&0x7F7F] == 0 {
+				continue
+			}
+			m := pr[uint16(w)] | pr[uint16(w>>8)]<<1 | pr[uint16(w>>16)]<<2 | pr[uint16(w>>24)]<<3 |
+				pr[uint16(w>>32)]<<4 | pr[uint16(w>>40)]<<5 | pr[uint16(w>>48)]<<6
+			for i = n - len(v); m != 0; m &= m - 1 {
+				k := bits.TrailingZeros8(m)
+				if k < 6 {
+					if t[tripleHash(uint32(w>>(8*k)))] != 0 {
+						return i + k
+					}
+				} else if len(v) == 8 || t[tripleHash(uint32(w>>48)|uint32(v[8])<<16)] != 0 {
+					return i + k
+				}
+			}
+		}
+		i = n - len(v)
+	}
+	for ; i+1 < n; i++ {
+		if pr[uint16(buf[i])|uint16(buf[i+1])<<8] != 0 &&
+			(i+2 >= n || t[tripleHash(uint32(buf[i])|uint32(buf[i+1])<<8|uint32(buf[i+2])<<16)] != 0) {
+			return i
+		}
+	}
+	if i < n && p.first[buf[i]] {
+		return i
+	}
+	return n
 }
 
 // nextAnchored is the anchor stage of next: it returns the first start at
 // or after i that passes the anchors and canStart, or -1 and the index from
-// which nextPair must go on (the positions before are ruled out).
+// which the pair stage must go on (the positions before are ruled out).
 func (p *prefilter) nextAnchored(buf []byte, i int) (j, rest int) {
 	// One eight-byte load holds the triples of two anchors (stride 3:
 	// offsets 0 and 3) or three (stride 2: 0, 2, 4). Their offset masks,
@@ -370,45 +406,6 @@ func (p *prefilter) nextAnchored(buf []byte, i int) (j, rest int) {
 		a = n - len(w)
 	}
 	return -1, a - k + 1
-}
-
-// nextPair is the pair-and-triple stage of next, from i to the end.
-func (p *prefilter) nextPair(buf []byte, i int) int {
-	n := len(buf)
-	pr, t, q := &p.pair, &p.triple, &p.pair7
-	if i+8 <= n {
-		v := buf[i:]
-		for ; len(v) >= 8; v = v[7:] {
-			w := binary.LittleEndian.Uint64(v)
-			if q[uint16(w)&0x7F7F]|q[uint16(w>>8)&0x7F7F]|q[uint16(w>>16)&0x7F7F]|q[uint16(w>>24)&0x7F7F]|
-				q[uint16(w>>32)&0x7F7F]|q[uint16(w>>40)&0x7F7F]|q[uint16(w>>48)&0x7F7F] == 0 {
-				continue
-			}
-			m := pr[uint16(w)] | pr[uint16(w>>8)]<<1 | pr[uint16(w>>16)]<<2 | pr[uint16(w>>24)]<<3 |
-				pr[uint16(w>>32)]<<4 | pr[uint16(w>>40)]<<5 | pr[uint16(w>>48)]<<6
-			for i = n - len(v); m != 0; m &= m - 1 {
-				k := bits.TrailingZeros8(m)
-				if k < 6 {
-					if t[tripleHash(uint32(w>>(8*k)))] != 0 {
-						return i + k
-					}
-				} else if len(v) == 8 || t[tripleHash(uint32(w>>48)|uint32(v[8])<<16)] != 0 {
-					return i + k
-				}
-			}
-		}
-		i = n - len(v)
-	}
-	for ; i+1 < n; i++ {
-		if pr[uint16(buf[i])|uint16(buf[i+1])<<8] != 0 &&
-			(i+2 >= n || t[tripleHash(uint32(buf[i])|uint32(buf[i+1])<<8|uint32(buf[i+2])<<16)] != 0) {
-			return i
-		}
-	}
-	if i < n && p.first[buf[i]] {
-		return i
-	}
-	return n
 }
 
 // canStart reports whether the pair and triple tables let a match start at

@@ -32,14 +32,22 @@ type Stream struct {
 	vars Vars
 	err  error
 
-	active   Mask // rules taking part
-	all      bool // active holds every rule (use the Set's start states)
-	none     bool // no rule left: pass everything through
+	active  Mask // rules taking part
+	all     bool // active holds every rule (use the Set's start states)
+	none    bool // no rule left: pass everything through
+	running bool // a match attempt is in progress (run)
+	// dropPrev: see dropFrom (here, where it takes no word of its own).
+	dropPrev uint8
 	starts   [4]*state
 	matched  Mask
 	scratch  Mask
-	dropped  int
-	attempts attemptCounter // match attempts started (enginestats builds only)
+	// dropStart is the start state of the rules left by the last drop from
+	// state dropFrom after a byte of prevClass dropPrev, with the active
+	// rules unchanged since: on a hostile body the drops repeat alike, and
+	// this saves a locked cache lookup each.
+	dropFrom, dropStart *state
+	dropped             int
+	attempts            attemptCounter // match attempts started (enginestats builds only)
 
 	// hold[0] is the byte before the pending bytes hold[1:] (valid when
 	// prev >= 0). Pending bytes are those of a match attempt still running;
@@ -51,9 +59,8 @@ type Stream struct {
 	prev    int // byte before the unprocessed input, -1 at the start
 
 	// The match attempt in progress, anchored at the first pending byte.
-	running bool
-	run     attempt
-	memo    pathMemo // the path of the attempt run furthest
+	run  attempt
+	memo pathMemo // the path of the attempt run furthest
 
 	idx []int // submatch offsets
 	// base is the offset in the body of the first byte process is given.
@@ -98,6 +105,7 @@ func (st *Stream) Reset(dst io.Writer, vars Vars) {
 	copy(st.active, st.set.all)
 	st.all, st.none = true, false
 	st.starts = [4]*state{}
+	st.dropFrom, st.dropStart = nil, nil
 	clear(st.matched)
 	st.dropped = 0
 	st.attempts.reset()
@@ -119,6 +127,7 @@ func (st *Stream) activeChanged() {
 	st.all = st.active.Equal(st.set.all)
 	st.none = st.active.Empty()
 	st.starts = [4]*state{}
+	st.dropFrom, st.dropStart = nil, nil
 }
 
 // Matched returns the rules that matched so far. The mask belongs to the
@@ -330,7 +339,8 @@ func (st *Stream) drop(buf []byte, j int, t *state) {
 	s := st.set
 	rest := st.scratch
 	copy(rest, st.active)
-	for why := runLimit; why == runLimit; {
+	for why, first := runLimit, true; why == runLimit; first = false {
+		from := t
 		for _, pc := range t.pcs {
 			if r := int(s.prog.insts[pc].rule); rest.Has(r) {
 				rest.Remove(r)
@@ -341,6 +351,14 @@ func (st *Stream) drop(buf []byte, j int, t *state) {
 		if rest.Empty() {
 			return
 		}
-		t, why = s.runPlain(&st.run, s.dfa.start(rest, st.run.prev, false), buf, j, j)
+		// The first round's rules depend only on the active rules and from.
+		start := st.dropStart
+		if !first || from != st.dropFrom || int(st.dropPrev) != st.run.prev {
+			start = s.dfa.start(rest, st.run.prev, false)
+			if first {
+				st.dropFrom, st.dropPrev, st.dropStart = from, uint8(st.run.prev), start
+			}
+		}
+		t, why = s.runPlain(&st.run, start, buf, j, j)
 	}
 }
