@@ -34,9 +34,6 @@ func (m Mask) Empty() bool {
 	return true
 }
 
-// Clone returns a copy that does not share storage with m.
-func (m Mask) Clone() Mask { return append(Mask(nil), m...) }
-
 // Equal reports whether m and o hold the same rules.
 func (m Mask) Equal(o Mask) bool {
 	n := max(len(m), len(o))

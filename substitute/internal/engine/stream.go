@@ -131,7 +131,7 @@ func (st *Stream) activeChanged() {
 }
 
 // Matched returns the rules that matched so far. The mask belongs to the
-// stream and is valid until the next Reset; Clone it to keep it.
+// stream and is valid until the next Reset.
 func (st *Stream) Matched() Mask { return st.matched }
 
 // Dropped returns how many candidates were dropped because they would have
