@@ -241,13 +241,33 @@ func (st *Stream) process(buf []byte, start int, final bool) int {
 			if !st.literal(buf, j) {
 				prev := prevClass(st.prevByte(buf, start, j))
 				st.running = true
-				st.run = attempt{state: st.startState(prev), prev: prev, bestLen: -1}
+				st.run.state, st.run.len, st.run.prev, st.run.bestLen = st.startState(prev), 0, prev, -1
 				st.memo.begin(s, buf, start, j, st.base-int64(start))
 			}
 		}
-		if st.running && !st.advance(buf, start, j, final) {
-			st.write(buf[emit:j])
-			return j
+		if st.running {
+			// Feed the attempt (inline: a call per attempt measured
+			// several percent on hostile bodies).
+			delta := st.base - int64(start)
+			t, k, why := st.memo.run(s, &st.run, buf, j, delta)
+			if why == runStarved && !final {
+				// Out of input: held until the next Write.
+				st.run.state, st.run.len = t, len(buf)-j
+				st.write(buf[emit:j])
+				return j
+			}
+			st.memo.resolve(&st.run, j, k, t, why, delta)
+			switch why {
+			case runLimit:
+				st.drop(buf, j, t)
+			case runStarved:
+				// A match at the end of the body is no event of the path:
+				// the path's own end decides it again for an attempt that
+				// joins it.
+				if m := s.dfa.eofMatch(t); m >= 0 {
+					st.run.bestLen, st.run.bestRule = len(buf)-j, m
+				}
+			}
 		}
 		st.running = false
 		if st.run.bestLen < 0 {
@@ -309,29 +329,6 @@ func (st *Stream) startState(pc int) *state {
 	return st.starts[pc]
 }
 
-// advance feeds the running attempt anchored at buf[j]. It reports whether
-// the attempt is resolved (st.run.bestLen then holds the winner, or -1).
-func (st *Stream) advance(buf []byte, start, j int, final bool) bool {
-	delta := st.base - int64(start)
-	t, k, why := st.memo.run(st.set, &st.run, buf, j, delta)
-	if why == runStarved && !final {
-		st.run.state, st.run.len = t, len(buf)-j
-		return false
-	}
-	st.memo.resolve(&st.run, j, k, t, why, delta)
-	if why == runLimit {
-		st.drop(buf, j, t)
-	}
-	// A match at the end of the body is no event of the path: the path's
-	// own end decides it again for an attempt that joins it.
-	if why == runStarved {
-		if m := st.set.dfa.eofMatch(t); m >= 0 {
-			st.run.bestLen, st.run.bestRule = len(buf)-j, m
-		}
-	}
-	return true
-}
-
 // drop handles an attempt still alive after MaxMatch bytes: the rules with
 // live threads are dropped at this position, and the attempt is run again
 // without them. This is the slow path; it needs no more input.
@@ -339,7 +336,7 @@ func (st *Stream) drop(buf []byte, j int, t *state) {
 	s := st.set
 	rest := st.scratch
 	copy(rest, st.active)
-	for why, first := runLimit, true; why == runLimit; first = false {
+	for first := true; ; first = false {
 		from := t
 		for _, pc := range t.pcs {
 			if r := int(s.prog.insts[pc].rule); rest.Has(r) {
@@ -359,6 +356,9 @@ func (st *Stream) drop(buf []byte, j int, t *state) {
 				st.dropFrom, st.dropPrev, st.dropStart = from, uint8(st.run.prev), start
 			}
 		}
-		t, why = s.runPlain(&st.run, start, buf, j, j)
+		var why int
+		if t, why = s.runPlain(&st.run, start, buf, j, j); why != runLimit {
+			return
+		}
 	}
 }
