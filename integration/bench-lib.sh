@@ -21,3 +21,36 @@ cpu_ticks() {
 	done
 	echo "$total"
 }
+
+# bench_start name cmd...: fails unless every cmd is on PATH; makes $WORK
+# (readable by nginx workers, which may run as another user) and, on exit,
+# stops every pid in PIDS and removes $WORK.
+bench_start() {
+	local name=$1 cmd
+	shift
+	for cmd in "$@"; do
+		command -v "$cmd" >/dev/null || { echo "$name: missing $cmd" >&2; exit 1; }
+	done
+	WORK=$(mktemp -d "/tmp/$name.XXXXXX")
+	chmod 755 "$WORK"
+	PIDS=()
+	trap bench_stop EXIT
+}
+
+bench_stop() {
+	local pid
+	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$WORK"
+}
+
+# caddy_binary root dst: copies $CADDY_BIN to dst or, if unset, builds
+# root's ./cmd/caddy there.
+caddy_binary() {
+	if [ -n "${CADDY_BIN:-}" ]; then
+		cp "$CADDY_BIN" "$2"
+	else
+		echo "building caddy (set CADDY_BIN to skip)..." >&2
+		(cd "$1" && go build -o "$2" ./cmd/caddy)
+	fi
+}

@@ -28,33 +28,15 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PAGE=$ROOT/substitute/internal/engine/testdata/rustc-book.html
 RULES=$ROOT/substitute/testdata/rules200.txt
 ACCEPT_ENCODING='gzip, deflate, br, zstd'
-WORK=$(mktemp -d /tmp/bench-memo.XXXXXX)
-PIDS=()
-cleanup() {
-	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-for cmd in wrk nginx curl go python3; do
-	command -v $cmd >/dev/null || { echo "missing $cmd" >&2; exit 1; }
-done
+# shellcheck source=integration/bench-lib.sh
+. "$ROOT/integration/bench-lib.sh"
+bench_start bench-memo wrk nginx curl go python3
 for f in "$PAGE" "$RULES"; do
 	[ -f "$f" ] || { echo "missing $f" >&2; exit 1; }
 done
-
-# shellcheck source=integration/bench-lib.sh
-. "$ROOT/integration/bench-lib.sh"
 ORIGIN=$(free_port); PLAIN=$(free_port); OFF=$(free_port); ON=$(free_port); ADMIN=$(free_port)
 
-chmod 755 "$WORK" # nginx workers may run as another user
-if [ -n "${CADDY_BIN:-}" ]; then
-	cp "$CADDY_BIN" "$WORK/caddy"
-else
-	echo "building caddy (set CADDY_BIN to skip)..." >&2
-	(cd "$ROOT" && go build -o "$WORK/caddy" ./cmd/caddy)
-fi
+caddy_binary "$ROOT" "$WORK/caddy"
 mkdir -p "$WORK/www" "$WORK/origin"
 cp "$PAGE" "$WORK/www/page.html"
 

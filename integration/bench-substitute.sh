@@ -28,33 +28,15 @@ ROUNDS=${3:-3}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PAGE=$ROOT/substitute/internal/engine/testdata/rustc-book.html
 SUBS_MODULE=/usr/lib/nginx/modules/ngx_http_subs_filter_module.so
-WORK=$(mktemp -d /tmp/bench-substitute.XXXXXX)
-PIDS=()
-cleanup() {
-	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-for cmd in wrk nginx curl go python3; do
-	command -v $cmd >/dev/null || { echo "missing $cmd" >&2; exit 1; }
-done
-[ -f "$PAGE" ] || { echo "missing $PAGE" >&2; exit 1; }
-[ -f "$SUBS_MODULE" ] || { echo "missing $SUBS_MODULE (libnginx-mod-http-subs-filter)" >&2; exit 1; }
-
 # shellcheck source=integration/bench-lib.sh
 . "$ROOT/integration/bench-lib.sh"
+bench_start bench-substitute wrk nginx curl go python3
+[ -f "$PAGE" ] || { echo "missing $PAGE" >&2; exit 1; }
+[ -f "$SUBS_MODULE" ] || { echo "missing $SUBS_MODULE (libnginx-mod-http-subs-filter)" >&2; exit 1; }
 ORIGIN=$(free_port); PLAIN=$(free_port); SUBST=$(free_port); NGINX=$(free_port); ADMIN=$(free_port)
 SCAN=$(free_port); MEMO=$(free_port); SUBST_B=$(free_port)
 
-chmod 755 "$WORK" # nginx workers may run as another user
-if [ -n "${CADDY_BIN:-}" ]; then
-	cp "$CADDY_BIN" "$WORK/caddy"
-else
-	echo "building caddy (set CADDY_BIN to skip)..." >&2
-	(cd "$ROOT" && go build -o "$WORK/caddy" ./cmd/caddy)
-fi
+caddy_binary "$ROOT" "$WORK/caddy"
 mkdir -p "$WORK/www" "$WORK/origin" "$WORK/subs"
 cp "$PAGE" "$WORK/www/page.html"
 
