@@ -220,7 +220,7 @@ func (h *Handler) Validate() error {
 		return err
 	}
 	if h.TrustedProxies == nil && h.Secret == nil && h.Verify == nil && h.Sign == nil {
-		return errors.New("client_ip: nothing verifies the edge: set trusted_proxies (the edge's addresses), secret (a header the edge sends) and/or verify (the edge's signed assertion); or sign alone at a PoP nothing is in front of")
+		return errors.New("client_ip: nothing verifies the edge: set trusted_proxies (the edge's addresses), secret (a header the edge sends) and/or verify (the edge's signed assertion); a PoP with nothing in front of it may have just sign")
 	}
 	if err := h.validateAssertions(); err != nil {
 		return err
