@@ -392,3 +392,25 @@ func TestVerifyDoesNotAllocate(t *testing.T) {
 }
 
 var subtleCompare = subtle.ConstantTimeCompare
+
+// {http.client_ip.reason} says why, for every way of resolving.
+func TestReasonPlaceholder(t *testing.T) {
+	for _, tc := range []struct{ config, remote, want string }{
+		{`{"trusted_proxies":["10.0.0.0/8"]}`, popPeer, "xff"},
+		{`{"trusted_proxies":["10.0.0.0/8"],"forwarded":true}`, popPeer, "forwarded"},
+		{`{"trusted_proxies":["10.0.0.0/8"],"header":"X-Client"}`, popPeer, "header"},
+		{`{"trusted_proxies":["10.0.0.0/8"]}`, "198.51.100.1:4711", "untrusted_hop"},
+		{`{"trusted_proxies":["10.0.0.0/8"],"header":"X-Missing"}`, popPeer, "invalid_address"},
+		{`{"secret":{"header":"X-Edge-Secret","value":"abc"}}`, popPeer, "secret"},
+		{`{"sign":{"key":{"id":"k1","secret":"` + testKey1 + `"}}}`, "198.51.100.1:4711", "peer"},
+	} {
+		s, err := serveRequest(t, provision(t, tc.config), newRequest("GET", "http://shop.example/", tc.remote,
+			"X-Forwarded-For", phone, "Forwarded", "for="+phone, "X-Client", phone))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.repl["http.client_ip.reason"]; got != tc.want {
+			t.Errorf("%s from %s: reason %q, want %q", tc.config, tc.remote, got, tc.want)
+		}
+	}
+}

@@ -60,7 +60,10 @@ http://:{$HTTP_PORT} {
 }
 
 // signedPoPSite signs with key id; /capture/* goes straight to the echo
-// backend, standing for anything on the way in that logs headers.
+// backend, standing for anything on the way in that logs headers. The
+// retries are what a PoP in front of a reloading origin needs anyway: a
+// connection the kernel queued on the origin's old listener is reset when
+// that closes (see Caddy.Load).
 func signedPoPSite(echo, origin, id string) string {
 	return fmt.Sprintf(`
 https://localhost:{$HTTPS_PORT} {
