@@ -3,6 +3,7 @@ package clientip
 import (
 	"strconv"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -37,9 +38,19 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    secret <header> <value>
 //	    untrusted allow|observe|reject [<status>]
 //	    strip <header> ...
+//	    sign {
+//	        key <id> <secret>
+//	        header <name>
+//	    }
+//	    verify {
+//	        key <id> <secret>
+//	        max_age <duration>
+//	        header <name>
+//	    }
 //	}
 //
-// trusted_proxies and strip may be repeated; their lists add up.
+// trusted_proxies, strip and verify's key may be repeated; their lists add
+// up.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
 	if d.NextArg() {
@@ -131,8 +142,112 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 			}
 			h.Strip = append(h.Strip, args...)
+		case "sign":
+			if h.Sign != nil {
+				return d.Err("client_ip: sign given twice: a handler signs with one key")
+			}
+			h.Sign = new(Sign)
+			if err := unmarshalSign(d, h.Sign); err != nil {
+				return err
+			}
+		case "verify":
+			if h.Verify != nil {
+				return d.Err("client_ip: verify given twice: list every key in one verify block")
+			}
+			h.Verify = new(Verify)
+			if err := unmarshalVerify(d, h.Verify); err != nil {
+				return err
+			}
 		default:
 			return d.Errf("unrecognized client_ip option %q", option)
+		}
+	}
+	return nil
+}
+
+// unmarshalKey reads `key <id> <secret>`.
+func unmarshalKey(d *caddyfile.Dispenser, role string) (AssertionKey, error) {
+	var k AssertionKey
+	if !d.AllArgs(&k.ID, &k.Secret) {
+		return k, d.Errf("client_ip: %s key: want an id and a secret, e.g. key k1 {env.EDGE_KEY_K1}", role)
+	}
+	if err := checkKeyID(role, k.ID); err != nil {
+		return k, d.Err(err.Error())
+	}
+	return k, nil
+}
+
+func unmarshalAssertionHeader(d *caddyfile.Dispenser, role string, header *string) error {
+	if !d.AllArgs(header) {
+		return d.ArgErr()
+	}
+	if err := validHeaderName(role+" header", *header); err != nil {
+		return d.Err(err.Error())
+	}
+	return nil
+}
+
+func unmarshalSign(d *caddyfile.Dispenser, s *Sign) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "key":
+			if s.Key != nil {
+				return d.Err("client_ip: sign: a second key: a PoP signs with one key (the origin's verify lists several)")
+			}
+			k, err := unmarshalKey(d, "sign")
+			if err != nil {
+				return err
+			}
+			s.Key = &k
+		case "header":
+			if err := unmarshalAssertionHeader(d, "sign", &s.Header); err != nil {
+				return err
+			}
+		default:
+			return d.Errf("unrecognized client_ip sign option %q", d.Val())
+		}
+	}
+	return nil
+}
+
+func unmarshalVerify(d *caddyfile.Dispenser, v *Verify) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "key":
+			k, err := unmarshalKey(d, "verify")
+			if err != nil {
+				return err
+			}
+			v.Keys = append(v.Keys, k)
+			if err := checkKeyIDs(v.Keys); err != nil {
+				return d.Err(err.Error())
+			}
+		case "max_age":
+			var arg string
+			if !d.AllArgs(&arg) {
+				return d.ArgErr()
+			}
+			age, err := caddy.ParseDuration(arg)
+			if err != nil {
+				return d.Errf("client_ip: verify max_age %q: not a duration (e.g. 30s)", arg)
+			}
+			if err := checkMaxAge(age); err != nil {
+				return d.Err(err.Error())
+			}
+			duration := caddy.Duration(age)
+			v.MaxAge = &duration
+		case "header":
+			if err := unmarshalAssertionHeader(d, "verify", &v.Header); err != nil {
+				return err
+			}
+		default:
+			return d.Errf("unrecognized client_ip verify option %q", d.Val())
 		}
 	}
 	return nil

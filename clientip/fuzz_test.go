@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The fuzz targets share one invariant set: resolving never panics, the
@@ -254,6 +255,59 @@ func FuzzCallerPrefix(f *testing.F) {
 			cleanXFF(padded, &got, got.client.String())
 			if !slices.Equal(alone["X-Forwarded-For"], padded["X-Forwarded-For"]) {
 				t.Fatalf("X-Forwarded-For upstream: %q alone, %q with the caller's prefix %q", alone["X-Forwarded-For"], padded["X-Forwarded-For"], prefix)
+			}
+		}
+	})
+}
+
+// FuzzAssertionHeader checks the signed header's parser: it never panics,
+// what it accepts is written back to the same text from its fields (one
+// text per assertion), and the origin accepts nothing but what the PoP's
+// signer writes for that request.
+func FuzzAssertionHeader(f *testing.F) {
+	pop := popHandler(f, "k1", testKey1)
+	r := newRequest("GET", "http://shop.example/p?q=1", popPeer)
+	good := pop.signer.sign(phone, r)
+	for _, seed := range []string{
+		good,
+		pop.signer.sign("2001:db8::7", r),
+		"v1 ip=203.0.113.7 t=0 kid=k1 sig=" + strings.Repeat("A", sigChars),
+		"v1 ip=::ffff:1.2.3.4 t=1 kid=k1 sig=" + strings.Repeat("_", sigChars),
+		"v1 ip=fe80::1%eth0 t=1 kid=k1 sig=" + strings.Repeat("-", sigChars),
+		"v1 ip=203.0.113.7 t=01 kid=k1 sig=" + strings.Repeat("A", sigChars),
+		"v1 ip=203.0.113.7  t=1 kid=k1 sig=" + strings.Repeat("A", sigChars),
+		"v1 ip=203.0.113.7 t=1 kid=k1 sig=" + strings.Repeat("A", sigChars) + "=",
+		"v1 ip=203.0.113.7 t=1 kid= sig= kid=k1 sig=",
+		"v2 ip=203.0.113.7 t=1 kid=k1 sig=x",
+		"",
+	} {
+		f.Add(seed)
+	}
+	origin := originHandler(f, 0, "k1", testKey1)
+	f.Fuzz(func(t *testing.T, value string) {
+		a, ok := parseAssertion(value)
+		if ok {
+			back := assertionPrefix + a.ip + " t=" + a.t + " kid=" + a.kid + " sig=" + a.sig
+			if back != value {
+				t.Fatalf("parsed %q, which writes back as %q", value, back)
+			}
+			if a.addr.String() != a.ip || a.addr.Zone() != "" || a.addr.Is4In6() {
+				t.Fatalf("%q: address %v from %q is not canonical", value, a.addr, a.ip)
+			}
+			if string(appendUnix(nil, a.unix)) != a.t || !validKeyID(a.kid) || len(a.sig) != sigChars {
+				t.Fatalf("%q: fields %+v out of the format", value, a)
+			}
+		}
+		r := newRequest("GET", "http://shop.example/p?q=1", popPeer, "X-Edge-Assertion", value)
+		res := origin.resolver.resolveRequest(r)
+		if !ok && res.reason != reasonAssertionMalformed {
+			t.Fatalf("%q does not parse but was judged %q", value, res.reason)
+		}
+		if res.reason == reasonNone {
+			signer := *pop.signer
+			signer.now = func() time.Time { return time.Unix(a.unix, 0) }
+			if want := signer.sign(a.ip, r); want != value {
+				t.Fatalf("accepted %q, which the PoP would write as %q", value, want)
 			}
 		}
 	})

@@ -16,9 +16,12 @@ var errUntrusted = errors.New("client_ip: request did not come through the edge"
 // ServeHTTP resolves the client, publishes it, and applies the untrusted
 // policy.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	res := h.resolver.resolve(r.RemoteAddr, r.Header)
+	res := h.resolver.resolveRequest(r)
 	if h.resolver.secretHeader != "" {
 		delete(r.Header, h.resolver.secretHeader) // never upstream
+	}
+	if v := h.resolver.verify; v != nil {
+		delete(r.Header, v.header) // used up, valid or not
 	}
 
 	viaEdge := res.viaEdge()
@@ -46,13 +49,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		repl.Set("http.client_ip.peer", peerValue)
 		repl.Set("http.client_ip.source", sourceValues[res.source])
 		repl.Set("http.client_ip.via_edge", viaEdgeValues[b2i(viaEdge)])
+		repl.Set("http.client_ip.reason", whyValue(&res))
 	}
 	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
-		extra.Set(zap.Object("client_ip", logFields{peer: peer, source: res.source, viaEdge: viaEdge}))
+		extra.Set(zap.Object("client_ip", logFields{peer: peer, source: res.source, viaEdge: viaEdge, reason: res.reason}))
 	}
 
 	h.counters.requests[res.source].Inc()
-	if !viaEdge {
+	if res.untrusted() {
 		h.counters.untrusted[res.reason].Inc()
 		switch h.Untrusted {
 		case UntrustedObserve:
@@ -62,6 +66,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			}
 		case UntrustedReject:
 			return caddyhttp.Error(h.RejectStatus, fmt.Errorf("%w (%s)", errUntrusted, res.reason))
+		}
+	}
+	if s := h.signer; s != nil {
+		// Whatever the caller sent under this name is replaced: only this
+		// PoP's own assertion goes further in.
+		if res.peer.IsValid() {
+			r.Header[s.header] = []string{s.sign(client, r)}
+		} else {
+			delete(r.Header, s.header)
 		}
 	}
 	return next.ServeHTTP(w, r)
@@ -76,7 +89,22 @@ var (
 		return
 	}()
 	viaEdgeValues = [2]any{"false", "true"}
+	reasonValues  = func() (v [numReasons]any) {
+		for r := range numReasons {
+			v[r] = r.String()
+		}
+		return
+	}()
 )
+
+// whyValue is {http.client_ip.reason}: the source through the edge (or
+// `peer` with nothing in front), else why the request was not believed.
+func whyValue(res *resolution) any {
+	if res.untrusted() {
+		return reasonValues[res.reason]
+	}
+	return sourceValues[res.source]
+}
 
 func b2i(b bool) int {
 	if b {
@@ -90,11 +118,15 @@ type logFields struct {
 	peer    string
 	source  source
 	viaEdge bool
+	reason  reason
 }
 
 func (f logFields) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddString("peer", f.peer)
 	enc.AddString("source", f.source.String())
 	enc.AddBool("via_edge", f.viaEdge)
+	if f.reason != reasonNone {
+		enc.AddString("reason", f.reason.String())
+	}
 	return nil
 }

@@ -23,7 +23,7 @@ func newMetrics() (m collectors) {
 		Namespace: ns,
 		Subsystem: sub,
 		Name:      "requests_total",
-		Help:      "Requests seen by client_ip, by where the client address came from (xff, forwarded, header; peer when not through the edge).",
+		Help:      "Requests seen by client_ip, by where the client address came from (xff, forwarded, header, signed; peer when not through the edge).",
 	}, []string{"source"})
 	m.untrusted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns,

@@ -55,6 +55,17 @@ type Handler struct {
 	// header never goes upstream.
 	Secret *Secret `json:"secret,omitempty"`
 
+	// At a PoP: sign the resolved client into a header for an edgekit
+	// origin further in, which verifies it. With neither trusted_proxies,
+	// secret nor verify, nothing is in front of this Caddy and the client
+	// is the peer.
+	Sign *Sign `json:"sign,omitempty"`
+
+	// At an origin behind edgekit PoPs: take the client from the PoP's
+	// signed assertion, and only from a valid one. Replaces the chain, so
+	// it excludes hops, header and forwarded.
+	Verify *Verify `json:"verify,omitempty"`
+
 	// What to do with requests that did not verifiably come through the
 	// edge: `allow` (default), `observe` (allow, count and log) or `reject`.
 	Untrusted Untrusted `json:"untrusted,omitempty"`
@@ -69,6 +80,7 @@ type Handler struct {
 	Strip []string `json:"strip,omitempty"`
 
 	resolver resolver
+	signer   *signer
 	strip    []string // canonical names
 	counters *counters
 	logger   *zap.Logger
@@ -81,6 +93,36 @@ type Secret struct {
 	// The value; placeholders such as {env.EDGE_SECRET} are expanded when
 	// the config loads, and each must resolve to something non-empty.
 	Value string `json:"value,omitempty"`
+}
+
+// Sign is the PoP's side of signed edge assertions.
+type Sign struct {
+	// The header written (any the caller sent is replaced). Default
+	// X-Edge-Assertion.
+	Header string `json:"header,omitempty"`
+	// The key signed with; its id goes into every assertion.
+	Key *AssertionKey `json:"key,omitempty"`
+}
+
+// Verify is the origin's side of signed edge assertions.
+type Verify struct {
+	// The header read, then removed whatever the outcome. Default
+	// X-Edge-Assertion.
+	Header string `json:"header,omitempty"`
+	// The keys accepted, by id: during a rotation, the old and the new.
+	Keys []AssertionKey `json:"keys,omitempty"`
+	// How long after signing an assertion is accepted, 2s..5m. Default
+	// 30s. A PoP's clock may run up to 5s ahead of this one.
+	MaxAge *caddy.Duration `json:"max_age,omitempty"`
+}
+
+// AssertionKey is an HMAC-SHA256 key and the id assertions name it by.
+type AssertionKey struct {
+	// 1..32 characters of A-Z a-z 0-9 . _ -
+	ID string `json:"id,omitempty"`
+	// At least 32 bytes once placeholders such as {env.EDGE_KEY_K2} are
+	// expanded (when the config loads; each must resolve to something).
+	Secret string `json:"secret,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -135,10 +177,22 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.Secret != nil {
 		rs.secretHeader = http.CanonicalHeaderKey(h.Secret.Header)
 		var err error
-		if rs.secret, err = expandSecret(h.Secret.Header, h.Secret.Value); err != nil {
+		if rs.secret, err = expandSecret("secret "+h.Secret.Header, h.Secret.Value, "the secret the edge sends"); err != nil {
 			return err
 		}
 	}
+
+	if h.Sign != nil {
+		if err := h.provisionSign(); err != nil {
+			return err
+		}
+	}
+	if h.Verify != nil {
+		if err := h.provisionVerify(); err != nil {
+			return err
+		}
+	}
+	rs.direct = h.TrustedProxies == nil && h.Secret == nil && h.Verify == nil && h.Sign != nil
 
 	h.strip = h.strip[:0]
 	names := h.Strip
@@ -165,8 +219,11 @@ func (h *Handler) Validate() error {
 	if err := checkHops(*h.Hops); err != nil {
 		return err
 	}
-	if h.TrustedProxies == nil && h.Secret == nil {
-		return errors.New("client_ip: nothing verifies the edge: set trusted_proxies (the edge's addresses) and/or secret (a header the edge sends)")
+	if h.TrustedProxies == nil && h.Secret == nil && h.Verify == nil && h.Sign == nil {
+		return errors.New("client_ip: nothing verifies the edge: set trusted_proxies (the edge's addresses), secret (a header the edge sends) and/or verify (the edge's signed assertion); a PoP with nothing in front of it may have just sign")
+	}
+	if err := h.validateAssertions(); err != nil {
+		return err
 	}
 	if h.TrustedProxies != nil && len(h.resolver.trusted) == 0 {
 		return errors.New("client_ip: trusted_proxies is empty: list the edge's addresses or omit it and use secret")

@@ -29,7 +29,7 @@ func TestValidateRefuses(t *testing.T) {
 		{`{"secret":{"header":"X-Edge-Secret","value":"{env.CLIENTIP_TEST_SURELY_UNSET}abc"}}`, "secret X-Edge-Secret: placeholder {env.CLIENTIP_TEST_SURELY_UNSET} is empty or unset"},
 		{`{"secret":{"header":"X-Edge-Secret","value":"abc{env.CLIENTIP_TEST_EMPTY}def"}}`, "placeholder {env.CLIENTIP_TEST_EMPTY} is empty or unset"},
 		{`{"secret":{"header":"X-Edge-Secret","value":"{env.CLIENTIP_TEST_SET}{nosuch.placeholder}"}}`, "placeholder {nosuch.placeholder} is empty or unset: write the value literally"},
-		{`{"secret":{"header":"X-Edge-Secret","value":""}}`, "secret X-Edge-Secret: value is empty: give the edge's secret"},
+		{`{"secret":{"header":"X-Edge-Secret","value":""}}`, "secret X-Edge-Secret: value is empty: give the secret the edge sends"},
 		{`{"secret":{"header":"X Edge","value":"v"}}`, `secret "X Edge": not a valid header name`},
 		{`{"trusted_proxies":["10.0.0.0/8"],"header":"Bad:Name"}`, `header "Bad:Name": not a valid header name`},
 		{`{"trusted_proxies":["10.0.0.0/8"],"header":"x-forwarded-for"}`, "is a list, not a single value"},

@@ -3,6 +3,7 @@ package clientip
 import (
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"golang.org/x/net/http/httpguts"
@@ -62,6 +63,46 @@ func parseTrustedProxy(expr string) (netip.Prefix, error) {
 func validHeaderName(option, name string) error {
 	if !httpguts.ValidHeaderFieldName(name) {
 		return fmt.Errorf("client_ip: %s %q: not a valid header name", option, name)
+	}
+	return nil
+}
+
+// checkKeyID refuses an id that could not be written in an assertion.
+func checkKeyID(role, id string) error {
+	if !validKeyID(id) {
+		return fmt.Errorf("client_ip: %s key %q: the id must be 1..%d characters of A-Z a-z 0-9 . _ - (e.g. k2, or 2026-12)", role, id, maxKeyIDLen)
+	}
+	return nil
+}
+
+// checkKeyIDs refuses a second key with an id already given: which one an
+// assertion names would be a guess.
+func checkKeyIDs(keys []AssertionKey) error {
+	for i, k := range keys {
+		if err := checkKeyID("verify", k.ID); err != nil {
+			return err
+		}
+		for _, earlier := range keys[:i] {
+			if earlier.ID == k.ID {
+				return fmt.Errorf("client_ip: verify key %s: given twice: each key needs an id of its own", k.ID)
+			}
+		}
+	}
+	return nil
+}
+
+// checkKeyLength refuses keys shorter than HMAC-SHA256's output.
+func checkKeyLength(role, id string, n int) error {
+	if n < minKeyBytes {
+		return fmt.Errorf("client_ip: %s key %s: %d bytes, want at least %d: generate one with `openssl rand -base64 48`", role, id, n, minKeyBytes)
+	}
+	return nil
+}
+
+// checkMaxAge bounds how long a captured assertion stays usable.
+func checkMaxAge(d time.Duration) error {
+	if d < minMaxAge || d > maxMaxAge {
+		return fmt.Errorf("client_ip: verify max_age %s: must be %s..%s (how long after signing an assertion is accepted)", d, minMaxAge, maxMaxAge)
 	}
 	return nil
 }

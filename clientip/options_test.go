@@ -18,6 +18,10 @@ func TestCaddyfileAndJSONRefuseAlike(t *testing.T) {
 		{"untrusted reject 302", `{"trusted_proxies":["10.0.0.0/8"],"untrusted":"reject","reject_status":302}`},
 		{"trusted_proxies 10.0.0.0/33", `{"trusted_proxies":["10.0.0.0/33"]}`},
 		{"header Bad:Name", `{"trusted_proxies":["10.0.0.0/8"],"header":"Bad:Name"}`},
+		{"verify {\n\t\tkey k1 " + testKey1 + "\n\t\tmax_age 0\n\t}", `{"trusted_proxies":["10.0.0.0/8"],"verify":{"keys":[{"id":"k1","secret":"` + testKey1 + `"}],"max_age":0}}`},
+		{"verify {\n\t\tkey k1 " + testKey1 + "\n\t\tmax_age 6m\n\t}", `{"trusted_proxies":["10.0.0.0/8"],"verify":{"keys":[{"id":"k1","secret":"` + testKey1 + `"}],"max_age":"6m"}}`},
+		{"verify {\n\t\tkey k1 " + testKey1 + "\n\t\tkey k1 " + testKey2 + "\n\t}", `{"trusted_proxies":["10.0.0.0/8"],"verify":{"keys":[{"id":"k1","secret":"` + testKey1 + `"},{"id":"k1","secret":"` + testKey2 + `"}]}}`},
+		{"sign {\n\t\tkey k/1 " + testKey1 + "\n\t}", `{"trusted_proxies":["10.0.0.0/8"],"sign":{"key":{"id":"k/1","secret":"` + testKey1 + `"}}}`},
 	} {
 		_, jsonErr := tryProvision(tc.json)
 		err := new(Handler).UnmarshalCaddyfile(caddyfile.NewTestDispenser("client_ip {\n\ttrusted_proxies 10.0.0.0/8\n\t" + tc.caddyfile + "\n}"))

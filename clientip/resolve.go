@@ -15,10 +15,11 @@ const (
 	sourceXFF
 	sourceForwarded
 	sourceHeader
+	sourceSigned // a verified edge assertion
 	numSources
 )
 
-var sourceNames = [numSources]string{"peer", "xff", "forwarded", "header"}
+var sourceNames = [numSources]string{"peer", "xff", "forwarded", "header", "signed"}
 
 func (s source) String() string { return sourceNames[s] }
 
@@ -32,10 +33,18 @@ const (
 	reasonShortChain          // fewer chain members than hops (+ the client entry)
 	reasonInvalid             // garbage, `unknown` or obfuscated where an address is needed
 	reasonTooLong             // what had to be parsed exceeds maxChainFields fields or maxChainBytes bytes
+
+	reasonAssertionMissing      // verify: no assertion header
+	reasonAssertionMalformed    // verify: not the v1 format, or sent twice
+	reasonAssertionUnknownKey   // verify: kid names no configured key
+	reasonAssertionBadSignature // verify: the MAC does not match (tampered, or another request's)
+	reasonAssertionExpired      // verify: signed more than max_age ago
+	reasonAssertionFuture       // verify: signed more than futureSkew ahead of this clock
 	numReasons
 )
 
-var reasonNames = [numReasons]string{"", "secret", "untrusted_hop", "short_chain", "invalid_address", "too_long"}
+var reasonNames = [numReasons]string{"", "secret", "untrusted_hop", "short_chain", "invalid_address", "too_long",
+	"assertion_missing", "assertion_malformed", "assertion_unknown_key", "assertion_bad_signature", "assertion_expired", "assertion_future"}
 
 func (r reason) String() string { return reasonNames[r] }
 
@@ -48,6 +57,11 @@ type resolver struct {
 
 	secretHeader string // canonical name; "" when no secret is configured
 	secret       string // expanded value
+
+	verify *verifier // the client comes from a signed assertion, not a chain
+	// direct: nothing is in front of this Caddy (a PoP that only signs):
+	// the client is the peer, and that is no untrusted request.
+	direct bool
 }
 
 // resolution is the outcome for one request.
@@ -65,21 +79,53 @@ type resolution struct {
 
 func (res *resolution) viaEdge() bool { return res.source != sourcePeer }
 
+// untrusted: the request should have come through the edge and did not.
+func (res *resolution) untrusted() bool { return res.reason != reasonNone }
+
+// resolveRequest is resolve, plus the signed assertion when verify is
+// configured (it needs the request line).
+func (rs *resolver) resolveRequest(r *http.Request) resolution {
+	if rs.verify == nil {
+		return rs.resolve(r.RemoteAddr, r.Header)
+	}
+	peer, peerText, ok := parsePeer(r.RemoteAddr)
+	res := resolution{peer: peer, peerText: peerText, client: peer, clientText: peerText}
+	if res.reason = rs.checkPeer(peer, ok, r.Header); res.reason != reasonNone {
+		return res
+	}
+	addr, text, why := rs.verify.verify(r.Header[rs.verify.header], r)
+	if why != reasonNone {
+		res.reason = why
+		return res
+	}
+	res.client, res.clientText, res.source = addr, text, sourceSigned
+	return res
+}
+
+// checkPeer judges what proves the edge besides the chain: the peer's
+// address and the shared secret.
+func (rs *resolver) checkPeer(peer netip.Addr, ok bool, header http.Header) reason {
+	if !ok {
+		return reasonInvalid
+	}
+	if rs.secretHeader != "" && !rs.secretMatches(header[rs.secretHeader]) {
+		return reasonSecret
+	}
+	if rs.trusted != nil && !rs.isTrusted(peer) {
+		return reasonUntrustedHop
+	}
+	return reasonNone
+}
+
 // resolve judges whether a request came through the edge and who the client
 // is. It does not allocate.
 func (rs *resolver) resolve(remoteAddr string, header http.Header) resolution {
 	peer, peerText, ok := parsePeer(remoteAddr)
 	res := resolution{peer: peer, peerText: peerText, client: peer, clientText: peerText}
-	if !ok {
-		res.reason = reasonInvalid
+	if rs.direct && ok {
 		return res
 	}
-	if rs.secretHeader != "" && !rs.secretMatches(header[rs.secretHeader]) {
-		res.reason = reasonSecret
-		return res
-	}
-	if rs.trusted != nil && !rs.isTrusted(peer) {
-		res.reason = reasonUntrustedHop
+	if res.reason = rs.checkPeer(peer, ok, header); res.reason != reasonNone {
 		return res
 	}
 
