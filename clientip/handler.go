@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -16,7 +17,7 @@ var errUntrusted = errors.New("client_ip: request did not come through the edge"
 // ServeHTTP resolves the client, publishes it, and applies the untrusted
 // policy.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	res := h.resolver.resolve(r.RemoteAddr, r.Header)
+	res := h.resolver.resolveRequest(r.RemoteAddr, r.Header, r)
 	if h.resolver.secretHeader != "" {
 		delete(r.Header, h.resolver.secretHeader) // never upstream
 	}
@@ -54,6 +55,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	h.counters.requests[res.source].Inc()
 	if !viaEdge {
 		h.counters.untrusted[res.reason].Inc()
+		if res.reason == reasonSourceCoversAll {
+			h.logSourceCoversAll(res.coveredFamily)
+		}
 		switch h.Untrusted {
 		case UntrustedObserve:
 			if c := h.logger.Check(zap.InfoLevel, "request did not come through the edge"); c != nil {
@@ -97,4 +101,16 @@ func (f logFields) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddString("source", f.source.String())
 	enc.AddBool("via_edge", f.viaEdge)
 	return nil
+}
+
+// logSourceCoversAll reports a dynamic source whose answer covers every
+// address, at most once per logInterval: it lasts until the source
+// refreshes, and the metric counts every request meanwhile.
+func (h *Handler) logSourceCoversAll(family string) {
+	due, refused := h.resolver.guard.shouldLog(time.Now())
+	if !due {
+		return
+	}
+	h.logger.Error("trusted_proxies_source returned ranges covering every address; not believed: requests are judged not to have come through the edge until it returns the edge's own ranges",
+		zap.String("source", h.sourceName), zap.String("covers", family), zap.Uint64("requests_since_last_report", refused))
 }

@@ -3,8 +3,9 @@ package clientip
 import (
 	"net/http"
 	"net/netip"
-	"slices"
 	"strings"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 // source says where the client address came from.
@@ -32,16 +33,22 @@ const (
 	reasonShortChain          // fewer chain members than hops (+ the client entry)
 	reasonInvalid             // garbage, `unknown` or obfuscated where an address is needed
 	reasonTooLong             // what had to be parsed exceeds maxChainFields fields or maxChainBytes bytes
+	reasonSourceCoversAll     // trusted_proxies_source returned ranges covering every address
 	numReasons
 )
 
-var reasonNames = [numReasons]string{"", "secret", "untrusted_hop", "short_chain", "invalid_address", "too_long"}
+var reasonNames = [numReasons]string{"", "secret", "untrusted_hop", "short_chain", "invalid_address", "too_long", "source_covers_everything"}
 
 func (r reason) String() string { return reasonNames[r] }
 
 // resolver is the compiled form of a Handler's configuration.
 type resolver struct {
-	trusted []netip.Prefix // nil: the span is proven by the secret alone
+	trusted []netip.Prefix // the fixed list; nil when none is configured
+
+	// A dynamic trusted_proxies_source, asked per request; its answer adds
+	// to trusted. guard judges its answers. Both nil without one.
+	ranges caddyhttp.IPRangeSource
+	guard  *rangeGuard
 	hops    int
 	source  source // sourceXFF, sourceForwarded or sourceHeader
 	header  string // canonical name of the single-value header (sourceHeader)
@@ -61,13 +68,23 @@ type resolution struct {
 
 	// list mode: where the client entry starts in X-Forwarded-For
 	xffLine, xffOffset int
+
+	// reasonSourceCoversAll: the family the source's answer covered.
+	coveredFamily string
 }
 
 func (res *resolution) viaEdge() bool { return res.source != sourcePeer }
 
-// resolve judges whether a request came through the edge and who the client
-// is. It does not allocate.
+// resolve is resolveRequest without a request to hand a source; the
+// sources of tests ignore it.
 func (rs *resolver) resolve(remoteAddr string, header http.Header) resolution {
+	return rs.resolveRequest(remoteAddr, header, nil)
+}
+
+// resolveRequest judges whether a request came through the edge and who the
+// client is. r is passed only to a dynamic source. It does not allocate
+// (nor does the source's answer, unless the source allocates).
+func (rs *resolver) resolveRequest(remoteAddr string, header http.Header, r *http.Request) resolution {
 	peer, peerText, ok := parsePeer(remoteAddr)
 	res := resolution{peer: peer, peerText: peerText, client: peer, clientText: peerText}
 	if !ok {
@@ -78,7 +95,17 @@ func (rs *resolver) resolve(remoteAddr string, header http.Header) resolution {
 		res.reason = reasonSecret
 		return res
 	}
-	if rs.trusted != nil && !rs.isTrusted(peer) {
+	trust := trustSet{fixed: rs.trusted, check: rs.trusted != nil || rs.ranges != nil}
+	if rs.ranges != nil {
+		// Asked only once the peer is read, as the interface asks.
+		trust.dynamic = rs.ranges.GetIPRanges(r)
+		if family := rs.guard.coversEverything(trust.dynamic); family != "" {
+			res.reason = reasonSourceCoversAll
+			res.coveredFamily = family
+			return res
+		}
+	}
+	if trust.check && !trust.contains(peer) {
 		res.reason = reasonUntrustedHop
 		return res
 	}
@@ -92,7 +119,7 @@ func (rs *resolver) resolve(remoteAddr string, header http.Header) resolution {
 	var chain members
 	if want > 0 {
 		var tooLong bool
-		stop := spanCheck{span: rs.hops - 1, trusted: rs.trusted}
+		stop := spanCheck{span: rs.hops - 1, trust: trust}
 		if rs.source == sourceForwarded {
 			tooLong = lastForwarded(header["Forwarded"], want, stop, &chain)
 		} else {
@@ -113,7 +140,7 @@ func (rs *resolver) resolve(remoteAddr string, header http.Header) resolution {
 			res.reason = reasonInvalid
 			return res
 		}
-		if rs.trusted != nil && !rs.isTrusted(m.addr) {
+		if trust.check && !trust.contains(m.addr) {
 			res.reason = reasonUntrustedHop
 			return res
 		}
@@ -144,8 +171,17 @@ func (rs *resolver) resolve(remoteAddr string, header http.Header) resolution {
 	return res
 }
 
-func (rs *resolver) isTrusted(addr netip.Addr) bool {
-	return slices.ContainsFunc(rs.trusted, func(p netip.Prefix) bool { return p.Contains(addr) })
+// trustSet is what the members of one request's trusted span are checked
+// against: the fixed list and what a dynamic source returned for the
+// request.
+type trustSet struct {
+	fixed   []netip.Prefix
+	dynamic []netip.Prefix
+	check   bool // false: the span is proven by the secret alone
+}
+
+func (t trustSet) contains(addr netip.Addr) bool {
+	return inPrefixes(t.fixed, addr) || inSourcePrefixes(t.dynamic, addr)
 }
 
 // secretMatches compares in time that depends only on the secret's length
