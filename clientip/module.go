@@ -82,10 +82,10 @@ type Handler struct {
 	Strip []string `json:"strip,omitempty"`
 
 	resolver   resolver
-	sourceName string // module ID of trusted_proxies_source; "" without one
+	sourceName string   // module ID of trusted_proxies_source; "" without one
 	strip      []string // canonical names
-	counters *counters
-	logger   *zap.Logger
+	counters   *counters
+	logger     *zap.Logger
 }
 
 // Secret is a header the edge sends with a shared value.

@@ -27,13 +27,13 @@ func (s source) String() string { return sourceNames[s] }
 type reason uint8
 
 const (
-	reasonNone         reason = iota
-	reasonSecret              // secret header missing or wrong
-	reasonUntrustedHop        // a member of the trusted span is not in trusted_proxies
-	reasonShortChain          // fewer chain members than hops (+ the client entry)
-	reasonInvalid             // garbage, `unknown` or obfuscated where an address is needed
-	reasonTooLong             // what had to be parsed exceeds maxChainFields fields or maxChainBytes bytes
-	reasonSourceCoversAll     // trusted_proxies_source returned ranges covering every address
+	reasonNone            reason = iota
+	reasonSecret                 // secret header missing or wrong
+	reasonUntrustedHop           // a member of the trusted span is not in trusted_proxies
+	reasonShortChain             // fewer chain members than hops (+ the client entry)
+	reasonInvalid                // garbage, `unknown` or obfuscated where an address is needed
+	reasonTooLong                // what had to be parsed exceeds maxChainFields fields or maxChainBytes bytes
+	reasonSourceCoversAll        // trusted_proxies_source returned ranges covering every address
 	numReasons
 )
 
@@ -49,9 +49,9 @@ type resolver struct {
 	// to trusted. guard judges its answers. Both nil without one.
 	ranges caddyhttp.IPRangeSource
 	guard  *rangeGuard
-	hops    int
-	source  source // sourceXFF, sourceForwarded or sourceHeader
-	header  string // canonical name of the single-value header (sourceHeader)
+	hops   int
+	source source // sourceXFF, sourceForwarded or sourceHeader
+	header string // canonical name of the single-value header (sourceHeader)
 
 	secretHeader string // canonical name; "" when no secret is configured
 	secret       string // expanded value

@@ -79,9 +79,9 @@ func TestSourceRangesChangeWithoutReload(t *testing.T) {
 	}{
 		{[]string{"192.0.2.0/24"}, false, reasonUntrustedHop},
 		{[]string{"192.0.2.0/24", "10.0.0.0/8"}, true, reasonNone},
-		{[]string{"::ffff:10.0.0.0/104"}, true, reasonNone}, // mapped, as Caddy's static source keeps it
+		{[]string{"::ffff:10.0.0.0/104"}, true, reasonNone},            // mapped, as Caddy's static source keeps it
 		{[]string{"::ffff:10.0.0.0/95"}, false, reasonSourceCoversAll}, // holds all of ::ffff:0:0/96
-		{nil, false, reasonUntrustedHop}, // an empty answer trusts nobody
+		{nil, false, reasonUntrustedHop},                               // an empty answer trusts nobody
 		{[]string{"10.0.0.1/32"}, true, reasonNone},
 		{[]string{"10.0.0.2/32"}, false, reasonUntrustedHop},
 	} {
@@ -104,8 +104,8 @@ func TestSourceAddsToFixedList(t *testing.T) {
 		peer, xff string
 		viaEdge   bool
 	}{
-		{"10.0.0.1:1", "203.0.113.7, 198.51.100.5", true},  // peer fixed, hop from the source
-		{"198.51.100.9:1", "203.0.113.7, 10.9.9.9", true},  // peer from the source, hop fixed
+		{"10.0.0.1:1", "203.0.113.7, 198.51.100.5", true},   // peer fixed, hop from the source
+		{"198.51.100.9:1", "203.0.113.7, 10.9.9.9", true},   // peer from the source, hop fixed
 		{"198.51.100.9:1", "203.0.113.7, 192.0.2.1", false}, // hop in neither
 		{"192.0.2.1:1", "203.0.113.7, 10.9.9.9", false},     // peer in neither
 	} {
