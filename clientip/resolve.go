@@ -29,7 +29,7 @@ type reason uint8
 const (
 	reasonNone            reason = iota
 	reasonSecret                 // secret header missing or wrong
-	reasonUntrustedHop           // a member of the trusted span is not in trusted_proxies
+	reasonUntrustedHop           // a member of the trusted span is in neither trusted_proxies nor the source's answer
 	reasonShortChain             // fewer chain members than hops (+ the client entry)
 	reasonInvalid                // garbage, `unknown` or obfuscated where an address is needed
 	reasonTooLong                // what had to be parsed exceeds maxChainFields fields or maxChainBytes bytes
