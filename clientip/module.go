@@ -185,7 +185,7 @@ func (h *Handler) Validate() error {
 		return err
 	}
 	if h.TrustedProxies == nil && h.sourceName == "" && h.Secret == nil {
-		return errors.New("client_ip: nothing verifies the edge: set trusted_proxies (the edge's addresses), trusted_proxies_source (a module that supplies them) and/or secret (a header the edge sends)")
+		return errors.New("client_ip: nothing verifies the edge: set trusted_proxies (the edge's addresses, or in trusted_proxies_source a module that supplies them) and/or secret (a header the edge sends)")
 	}
 	if h.TrustedProxies != nil && len(h.TrustedProxies) == 0 && h.sourceName == "" {
 		return errors.New("client_ip: trusted_proxies is empty: list the edge's addresses or omit it and use secret")
