@@ -3,6 +3,7 @@ package clientip
 import (
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -267,4 +268,53 @@ func TestSourceResolveDoesNotAllocate(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { h.resolver.resolve("10.0.0.1:4711", header) }); n != 0 {
 		t.Errorf("%v allocations per resolve with a dynamic source, want 0", n)
 	}
+}
+
+// FuzzSourceRanges checks the judgement of a source's answer (a feed the
+// operator does not control): whenever the fixed-list check would refuse
+// the same ranges as covering everything, the guard refuses them too, the
+// kept verdict is the verdict, and an answer the guard lets through is
+// matched as its unmapped prefixes would be.
+func FuzzSourceRanges(f *testing.F) {
+	for _, seed := range []struct{ ranges, addr string }{
+		{"10.0.0.0/8,2001:db8::/32", "10.1.2.3"},
+		{"0.0.0.0/1,128.0.0.0/1", "192.0.2.1"},
+		{"::ffff:10.0.0.0/104", "10.0.0.1"},
+		{"::ffff:0:0/95,::/0", "::1"},
+		{"::/1,8000::/1,0.0.0.0/0", "2001:db8::1"},
+		{"::ffff:0.0.0.0/97,::ffff:128.0.0.0/97", "::ffff:1.2.3.4"},
+	} {
+		f.Add(seed.ranges, seed.addr)
+	}
+	f.Fuzz(func(t *testing.T, list, addrText string) {
+		var ranges []netip.Prefix
+		for _, field := range strings.Split(list, ",") {
+			if p, err := netip.ParsePrefix(field); err == nil {
+				ranges = append(ranges, p)
+			}
+		}
+		unmapped := make([]netip.Prefix, len(ranges))
+		for i, p := range ranges {
+			unmapped[i] = unmapPrefix(p)
+		}
+		var g rangeGuard
+		verdict := g.coversEverything(ranges)
+		if _, refused := coversEverything(unmapped); refused && verdict == "" {
+			t.Fatalf("%v covers everything as a fixed list, but the guard believes it", ranges)
+		}
+		if again := g.coversEverything(ranges); again != verdict {
+			t.Fatalf("%v: verdict %q, then %q from the kept one", ranges, verdict, again)
+		}
+		if fresh := new(rangeGuard).coversEverything(slices.Clone(ranges)); fresh != verdict {
+			t.Fatalf("%v: verdict %q, but %q for a copy", ranges, verdict, fresh)
+		}
+		addr, err := netip.ParseAddr(addrText)
+		if err != nil || verdict != "" {
+			return
+		}
+		addr = addr.Unmap()
+		if got, want := inSourcePrefixes(ranges, addr), inPrefixes(unmapped, addr); got != want {
+			t.Fatalf("%v: %v matched %v, want %v (as the unmapped %v)", ranges, addr, got, want, unmapped)
+		}
+	})
 }
