@@ -1,6 +1,7 @@
 package clientip
 
 import (
+	"fmt"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -317,4 +318,49 @@ func FuzzSourceRanges(f *testing.F) {
 			t.Fatalf("%v: %v matched %v, want %v (as the unmapped %v)", ranges, addr, got, want, unmapped)
 		}
 	})
+}
+
+// Requests judged while the source refreshes see one answer or the other,
+// never a mix, and (under -race) share the guard without a data race.
+func TestSourceChangesUnderConcurrentRequests(t *testing.T) {
+	h, src := provisionWithFake(t, `{"trusted_proxies_source":{"source":"edgekit_unit_fake","ranges":["10.0.0.0/8"]}}`)
+	header := hdr("X-Forwarded-For", "203.0.113.7")
+	done := make(chan struct{})
+	errs := make(chan string, 4)
+	for range 4 {
+		go func() {
+			var failure string
+			defer func() { errs <- failure }()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				res := h.resolver.resolve("10.0.0.1:4711", header)
+				ok := res.viaEdge() && res.clientText == "203.0.113.7" ||
+					!res.viaEdge() && (res.reason == reasonUntrustedHop || res.reason == reasonSourceCoversAll)
+				if !ok {
+					failure = fmt.Sprintf("via edge %v client %s reason %q", res.viaEdge(), res.clientText, res.reason)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 2000 {
+		switch i % 3 {
+		case 0:
+			src.set("10.0.0.0/8")
+		case 1:
+			src.set("192.0.2.0/24")
+		case 2:
+			src.set("0.0.0.0/1", "128.0.0.0/1")
+		}
+	}
+	close(done)
+	for range 4 {
+		if e := <-errs; e != "" {
+			t.Error(e)
+		}
+	}
 }
