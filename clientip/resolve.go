@@ -49,6 +49,7 @@ type resolver struct {
 	// to trusted. guard judges its answers. Both nil without one.
 	ranges caddyhttp.IPRangeSource
 	guard  *rangeGuard
+
 	hops   int
 	source source // sourceXFF, sourceForwarded or sourceHeader
 	header string // canonical name of the single-value header (sourceHeader)
