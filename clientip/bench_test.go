@@ -159,3 +159,75 @@ func BenchmarkAssertion(b *testing.B) {
 		}
 	})
 }
+
+// cloudflareLike is as many ranges as Cloudflare publishes (15 IPv4, 7
+// IPv6), in documentation and private space, the edge last.
+var cloudflareLike = []string{
+	"198.18.0.0/20", "198.18.16.0/22", "198.18.20.0/22", "198.18.24.0/22", "198.18.28.0/22",
+	"198.18.32.0/18", "198.18.64.0/18", "198.18.128.0/20", "198.18.144.0/20", "198.18.160.0/20",
+	"198.18.176.0/20", "198.18.192.0/20", "198.18.208.0/20", "198.18.224.0/20", "10.0.0.0/8",
+	"2001:db8:1::/48", "2001:db8:2::/48", "2001:db8:3::/48", "2001:db8:4::/48", "2001:db8:5::/48",
+	"2001:db8:6::/48", "2001:db8:7::/48",
+}
+
+// BenchmarkTrustedProxiesSource is the whole handler with the edge's ranges
+// as a fixed list, as a static source (folded into the fixed list at load)
+// and as a dynamic source asked per request, side by side. "3hops" is a
+// chain through the edge with one range; "22ranges-*" has a Cloudflare-sized
+// list with the edge's range last, for a peer in it and one outside it (the
+// whole list scanned). "resolve" is the judgement alone, "handler" is
+// ServeHTTP with Caddy's request preparation (whose allocations are Caddy's:
+// see BenchmarkServeHTTP's caddy-baseline).
+//
+// Run: go test -run '^$' -bench TrustedProxiesSource -benchmem ./clientip/
+func BenchmarkTrustedProxiesSource(b *testing.B) {
+	quoted := func(cidrs []string) string { return `"` + strings.Join(cidrs, `","`) + `"` }
+	kinds := []struct{ name, config string }{
+		{"fixed-list", `{"trusted_proxies":[RANGES],"hops":HOPS}`},
+		{"static-source", `{"trusted_proxies_source":{"source":"static","ranges":[RANGES]},"hops":HOPS}`},
+		{"dynamic-source", `{"trusted_proxies_source":{"source":"edgekit_unit_fake","ranges":[RANGES]},"hops":HOPS}`},
+	}
+	cases := []struct {
+		name, ranges, hops, peer, xff string
+		viaEdge                       bool
+	}{
+		{"3hops", quoted([]string{"10.0.0.0/8"}), "3", "10.0.0.1:4711", "198.51.100.9, 203.0.113.7, 10.1.1.1, 10.2.2.2", true},
+		{"22ranges-edge", quoted(cloudflareLike), "1", "10.0.0.1:4711", "203.0.113.7", true},
+		{"22ranges-stranger", quoted(cloudflareLike), "1", "192.0.2.1:4711", "203.0.113.7", false},
+	}
+	next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+	w := httptest.NewRecorder()
+	for _, c := range cases {
+		for _, k := range kinds {
+			config := strings.NewReplacer("RANGES", c.ranges, "HOPS", c.hops).Replace(k.config)
+			h := provision(b, config)
+			if (k.name == "dynamic-source") != (h.resolver.ranges != nil) {
+				b.Fatalf("%s: dynamic source %T", k.name, h.resolver.ranges)
+			}
+			r := httptest.NewRequest(http.MethodGet, "http://example.com/", nil)
+			r.RemoteAddr = c.peer
+			header := http.Header{"X-Forwarded-For": {c.xff}}
+			b.Run("resolve/"+c.name+"/"+k.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if res := h.resolver.judge(c.peer, header, r); res.viaEdge() != c.viaEdge {
+						b.Fatalf("via edge %v, want %v (%q)", res.viaEdge(), c.viaEdge, res.reason)
+					}
+				}
+			})
+			b.Run("handler/"+c.name+"/"+k.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					r.Header = http.Header{"X-Forwarded-For": {c.xff}}
+					req := caddyhttp.PrepareRequest(r, caddy.NewReplacer(), w, nil)
+					if err := h.ServeHTTP(w, req, next); err != nil {
+						b.Fatal(err)
+					}
+					if got := caddyhttp.GetVar(req.Context(), caddyhttp.TrustedProxyVarKey); got != c.viaEdge {
+						b.Fatalf("trusted_proxy %v, want %v", got, c.viaEdge)
+					}
+				}
+			})
+		}
+	}
+}

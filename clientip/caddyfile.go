@@ -1,9 +1,12 @@
 package clientip
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -32,6 +35,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //
 //	client_ip [<matcher>] {
 //	    trusted_proxies <cidr|ip|private_ranges> ...
+//	    trusted_proxies <source module> [<args>...] [{ ... }]
 //	    hops <n>
 //	    header <name>
 //	    forwarded
@@ -50,7 +54,11 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	}
 //
 // trusted_proxies, strip and verify's key may be repeated; their lists add
-// up.
+// up. A trusted_proxies line whose first argument is the name of an
+// http.ip_sources module (static, or a plugin such as cloudflare) rather
+// than an address is that module's configuration, as in Caddy's own
+// trusted_proxies server option; there can be one such line, and its ranges
+// add to the listed ones.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
 	if d.NextArg() {
@@ -60,16 +68,25 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		option := d.Val()
 		switch option {
 		case "trusted_proxies":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
+			if !d.NextArg() {
 				return d.ArgErr()
 			}
-			for _, arg := range args {
+			if name := d.Val(); isSourceName(name) {
+				if err := h.unmarshalRangeSource(d, name); err != nil {
+					return err
+				}
+				continue
+			}
+			args := append([]string{d.Val()}, d.RemainingArgs()...)
+			for i, arg := range args {
 				if arg == "private_ranges" {
 					h.TrustedProxies = append(h.TrustedProxies, caddyhttp.PrivateRangesCIDR()...)
 					continue
 				}
 				if _, err := parseTrustedProxy(arg); err != nil {
+					if i == 0 && !strings.ContainsAny(arg, "./:") {
+						err = unknownTrustedProxy(arg, err) // meant as a module name?
+					}
 					return d.Err(err.Error())
 				}
 				h.TrustedProxies = append(h.TrustedProxies, arg)
@@ -251,4 +268,44 @@ func unmarshalVerify(d *caddyfile.Dispenser, v *Verify) error {
 		}
 	}
 	return nil
+}
+
+// sourceNamespace is Caddy's namespace of IP-range source modules.
+const sourceNamespace = "http.ip_sources"
+
+// isSourceName reports whether a trusted_proxies argument names an IP-range
+// source module rather than an address. An address always wins, so no
+// module name can change what an existing list means.
+func isSourceName(arg string) bool {
+	if arg == "private_ranges" {
+		return false
+	}
+	if _, err := caddyhttp.CIDRExpressionToPrefix(arg); err == nil {
+		return false
+	}
+	_, err := caddy.GetModule(sourceNamespace + "." + arg)
+	return err == nil
+}
+
+// unmarshalRangeSource reads `trusted_proxies <module> ...` (the dispenser
+// on the module name) into TrustedProxiesSourceRaw.
+func (h *Handler) unmarshalRangeSource(d *caddyfile.Dispenser, name string) error {
+	if h.TrustedProxiesSourceRaw != nil {
+		return d.Errf("client_ip: trusted_proxies %s: a source is already set; one source per handler (list fixed ranges on another trusted_proxies line)", name)
+	}
+	unm, err := caddyfile.UnmarshalModule(d, sourceNamespace+"."+name)
+	if err != nil {
+		return err
+	}
+	if _, ok := unm.(caddyhttp.IPRangeSource); !ok {
+		return d.Errf("client_ip: trusted_proxies %s: module %T is not an IP range source", name, unm)
+	}
+	h.TrustedProxiesSourceRaw = caddyconfig.JSONModuleObject(unm, "source", name, nil)
+	return nil
+}
+
+// unknownTrustedProxy is the error for a trusted_proxies argument that is
+// neither an address nor a source module.
+func unknownTrustedProxy(arg string, parseErr error) error {
+	return fmt.Errorf("%v; nor is %q an IP-range source module (%s: %s)", parseErr, arg, sourceNamespace, strings.Join(sourceModules(), ", "))
 }

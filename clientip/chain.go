@@ -63,17 +63,17 @@ func (s *chainScan) field() bool {
 func (s *chainScan) leave(line string) { s.budget -= len(line) }
 
 // spanCheck stops a walk at the first member of the trusted span (the
-// `span` rightmost members) that is not in `trusted`: the request did not
+// `span` rightmost members) that is not trusted: the request did not
 // come through the edge, and nothing further left may be read.
 type spanCheck struct {
-	span    int
-	trusted []netip.Prefix // nil: the span is proven by the secret alone
+	span  int
+	trust trustSet
 }
 
 // untrusted reports whether the member just collected is in the span and
 // not trusted.
 func (c spanCheck) untrusted(out *members) bool {
-	return out.n <= c.span && c.trusted != nil && !inPrefixes(c.trusted, out.m[out.n-1].addr)
+	return out.n <= c.span && c.trust.check && !c.trust.contains(out.m[out.n-1].addr)
 }
 
 func inPrefixes(prefixes []netip.Prefix, addr netip.Addr) bool {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -58,6 +59,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	h.counters.requests[res.source].Inc()
 	if res.untrusted() {
 		h.counters.untrusted[res.reason].Inc()
+		if res.reason == reasonSourceCoversAll {
+			h.logSourceCoversAll(res.coveredFamily)
+		}
 		switch h.Untrusted {
 		case UntrustedObserve:
 			if c := h.logger.Check(zap.InfoLevel, "request did not come through the edge"); c != nil {
@@ -129,4 +133,16 @@ func (f logFields) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 		enc.AddString("reason", f.reason.String())
 	}
 	return nil
+}
+
+// logSourceCoversAll reports a dynamic source whose answer covers every
+// address, at most once per logInterval: it lasts until the source
+// refreshes, and the metric counts every request meanwhile.
+func (h *Handler) logSourceCoversAll(family string) {
+	due, refused := h.resolver.guard.shouldLog(time.Now())
+	if !due {
+		return
+	}
+	h.logger.Error("trusted_proxies_source returned ranges covering every address; not believed: requests are judged not to have come through the edge until it returns the edge's own ranges",
+		zap.String("source", h.sourceName), zap.String("covers", family), zap.Uint64("requests_since_last_report", refused))
 }

@@ -6,6 +6,7 @@
 package clientip
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -40,6 +41,18 @@ type Handler struct {
 	// `private_ranges`. The last `hops` members of the chain (the TCP peer
 	// first) must all be in here.
 	TrustedProxies []string `json:"trusted_proxies,omitempty"`
+
+	// A Caddy IP-range source (module namespace http.ip_sources, named by
+	// its "source" key), as in Caddy's own server option: `static` with
+	// its "ranges", or a plugin that fetches and refreshes a CDN's
+	// published ranges. It adds to trusted_proxies: a member of the span
+	// is trusted when it is in either. A dynamic source is asked on every
+	// request, so its ranges change without a reload; when what it returns
+	// covers every IPv4 or IPv6 address, requests are judged not to have
+	// come through the edge (reason source_covers_everything), and logged
+	// at most once a minute. `static` ranges are known at load time and
+	// are checked like trusted_proxies.
+	TrustedProxiesSourceRaw json.RawMessage `json:"trusted_proxies_source,omitempty" caddy:"namespace=http.ip_sources inline_key=source"`
 
 	// Number of trusted proxy layers in front of Caddy, 1..16. Default 1.
 	Hops *int `json:"hops,omitempty"`
@@ -79,11 +92,12 @@ type Handler struct {
 	// removed too.
 	Strip []string `json:"strip,omitempty"`
 
-	resolver resolver
-	signer   *signer
-	strip    []string // canonical names
-	counters *counters
-	logger   *zap.Logger
+	resolver   resolver
+	signer     *signer
+	sourceName string   // module ID of trusted_proxies_source; "" without one
+	strip      []string // canonical names
+	counters   *counters
+	logger     *zap.Logger
 }
 
 // Secret is a header the edge sends with a shared value.
@@ -174,6 +188,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			rs.trusted = append(rs.trusted, unmapPrefix(p))
 		}
 	}
+	if h.TrustedProxiesSourceRaw != nil {
+		if err := h.loadRangeSource(ctx); err != nil {
+			return err
+		}
+	}
 	if h.Secret != nil {
 		rs.secretHeader = http.CanonicalHeaderKey(h.Secret.Header)
 		var err error
@@ -219,17 +238,21 @@ func (h *Handler) Validate() error {
 	if err := checkHops(*h.Hops); err != nil {
 		return err
 	}
-	if h.TrustedProxies == nil && h.Secret == nil && h.Verify == nil && h.Sign == nil {
-		return errors.New("client_ip: nothing verifies the edge: set trusted_proxies (the edge's addresses), secret (a header the edge sends) and/or verify (the edge's signed assertion); a PoP with nothing in front of it may have just sign")
+	if h.TrustedProxies == nil && h.sourceName == "" && h.Secret == nil && h.Verify == nil && h.Sign == nil {
+		return errors.New("client_ip: nothing verifies the edge: set trusted_proxies (the edge's addresses, or in trusted_proxies_source a module that supplies them), secret (a header the edge sends) and/or verify (the edge's signed assertion); a PoP with nothing in front of it may have just sign")
 	}
 	if err := h.validateAssertions(); err != nil {
 		return err
 	}
-	if h.TrustedProxies != nil && len(h.resolver.trusted) == 0 {
+	if h.TrustedProxies != nil && len(h.TrustedProxies) == 0 && h.sourceName == "" {
 		return errors.New("client_ip: trusted_proxies is empty: list the edge's addresses or omit it and use secret")
 	}
 	if family, ok := coversEverything(h.resolver.trusted); ok {
-		return fmt.Errorf("client_ip: trusted_proxies covers every %s address, so any caller could pose as the edge: list only the edge's own ranges", family)
+		what := "trusted_proxies"
+		if h.resolver.ranges == nil && h.sourceName != "" {
+			what = "trusted_proxies with trusted_proxies_source static" // folded into the fixed list
+		}
+		return fmt.Errorf("client_ip: %s covers every %s address, so any caller could pose as the edge: list only the edge's own ranges", what, family)
 	}
 	if h.Header != "" && h.Forwarded {
 		return errors.New("client_ip: header and forwarded are exclusive: read either a single-value header or the Forwarded field")

@@ -3,8 +3,9 @@ package clientip
 import (
 	"net/http"
 	"net/netip"
-	"slices"
 	"strings"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 // source says where the client address came from.
@@ -27,12 +28,13 @@ func (s source) String() string { return sourceNames[s] }
 type reason uint8
 
 const (
-	reasonNone         reason = iota
-	reasonSecret              // secret header missing or wrong
-	reasonUntrustedHop        // a member of the trusted span is not in trusted_proxies
-	reasonShortChain          // fewer chain members than hops (+ the client entry)
-	reasonInvalid             // garbage, `unknown` or obfuscated where an address is needed
-	reasonTooLong             // what had to be parsed exceeds maxChainFields fields or maxChainBytes bytes
+	reasonNone            reason = iota
+	reasonSecret                 // secret header missing or wrong
+	reasonUntrustedHop           // a member of the trusted span is in neither trusted_proxies nor the source's answer
+	reasonShortChain             // fewer chain members than hops (+ the client entry)
+	reasonInvalid                // garbage, `unknown` or obfuscated where an address is needed
+	reasonTooLong                // what had to be parsed exceeds maxChainFields fields or maxChainBytes bytes
+	reasonSourceCoversAll        // trusted_proxies_source returned ranges covering every address
 
 	reasonAssertionMissing      // verify: no assertion header
 	reasonAssertionMalformed    // verify: not the v1 format, or sent twice
@@ -43,17 +45,23 @@ const (
 	numReasons
 )
 
-var reasonNames = [numReasons]string{"", "secret", "untrusted_hop", "short_chain", "invalid_address", "too_long",
+var reasonNames = [numReasons]string{"", "secret", "untrusted_hop", "short_chain", "invalid_address", "too_long", "source_covers_everything",
 	"assertion_missing", "assertion_malformed", "assertion_unknown_key", "assertion_bad_signature", "assertion_expired", "assertion_future"}
 
 func (r reason) String() string { return reasonNames[r] }
 
 // resolver is the compiled form of a Handler's configuration.
 type resolver struct {
-	trusted []netip.Prefix // nil: the span is proven by the secret alone
-	hops    int
-	source  source // sourceXFF, sourceForwarded or sourceHeader
-	header  string // canonical name of the single-value header (sourceHeader)
+	trusted []netip.Prefix // the fixed list; nil when none is configured
+
+	// A dynamic trusted_proxies_source, asked per request; its answer adds
+	// to trusted. guard judges its answers. Both nil without one.
+	ranges caddyhttp.IPRangeSource
+	guard  *rangeGuard
+
+	hops   int
+	source source // sourceXFF, sourceForwarded or sourceHeader
+	header string // canonical name of the single-value header (sourceHeader)
 
 	secretHeader string // canonical name; "" when no secret is configured
 	secret       string // expanded value
@@ -75,6 +83,9 @@ type resolution struct {
 
 	// list mode: where the client entry starts in X-Forwarded-For
 	xffLine, xffOffset int
+
+	// reasonSourceCoversAll: the family the source's answer covered.
+	coveredFamily string
 }
 
 func (res *resolution) viaEdge() bool { return res.source != sourcePeer }
@@ -82,50 +93,60 @@ func (res *resolution) viaEdge() bool { return res.source != sourcePeer }
 // untrusted: the request should have come through the edge and did not.
 func (res *resolution) untrusted() bool { return res.reason != reasonNone }
 
-// resolveRequest is resolve, plus the signed assertion when verify is
-// configured (it needs the request line).
+// resolveRequest judges whether r came through the edge and who the client
+// is. It does not allocate (nor does a dynamic source's answer, unless the
+// source allocates).
 func (rs *resolver) resolveRequest(r *http.Request) resolution {
-	if rs.verify == nil {
-		return rs.resolve(r.RemoteAddr, r.Header)
-	}
-	peer, peerText, ok := parsePeer(r.RemoteAddr)
-	res := resolution{peer: peer, peerText: peerText, client: peer, clientText: peerText}
-	if res.reason = rs.checkPeer(peer, ok, r.Header); res.reason != reasonNone {
-		return res
-	}
-	addr, text, why := rs.verify.verify(r.Header[rs.verify.header], r)
-	if why != reasonNone {
-		res.reason = why
-		return res
-	}
-	res.client, res.clientText, res.source = addr, text, sourceSigned
-	return res
+	return rs.judge(r.RemoteAddr, r.Header, r)
 }
 
-// checkPeer judges what proves the edge besides the chain: the peer's
-// address and the shared secret.
-func (rs *resolver) checkPeer(peer netip.Addr, ok bool, header http.Header) reason {
-	if !ok {
-		return reasonInvalid
-	}
-	if rs.secretHeader != "" && !rs.secretMatches(header[rs.secretHeader]) {
-		return reasonSecret
-	}
-	if rs.trusted != nil && !rs.isTrusted(peer) {
-		return reasonUntrustedHop
-	}
-	return reasonNone
-}
-
-// resolve judges whether a request came through the edge and who the client
-// is. It does not allocate.
+// resolve is resolveRequest for a peer and headers alone (tests and fuzz
+// targets): a dynamic source is handed no request, and with verify there is
+// no request line to check an assertion against, so none is believed.
 func (rs *resolver) resolve(remoteAddr string, header http.Header) resolution {
+	return rs.judge(remoteAddr, header, nil)
+}
+
+func (rs *resolver) judge(remoteAddr string, header http.Header, r *http.Request) resolution {
 	peer, peerText, ok := parsePeer(remoteAddr)
 	res := resolution{peer: peer, peerText: peerText, client: peer, clientText: peerText}
 	if rs.direct && ok {
 		return res
 	}
-	if res.reason = rs.checkPeer(peer, ok, header); res.reason != reasonNone {
+	if !ok {
+		res.reason = reasonInvalid
+		return res
+	}
+	if rs.secretHeader != "" && !rs.secretMatches(header[rs.secretHeader]) {
+		res.reason = reasonSecret
+		return res
+	}
+	trust := trustSet{fixed: rs.trusted, check: rs.trusted != nil || rs.ranges != nil}
+	if rs.ranges != nil {
+		// Asked only once the peer is read, as the interface asks.
+		trust.dynamic = rs.ranges.GetIPRanges(r)
+		if family := rs.guard.coversEverything(trust.dynamic); family != "" {
+			res.reason = reasonSourceCoversAll
+			res.coveredFamily = family
+			return res
+		}
+	}
+	if trust.check && !trust.contains(peer) {
+		res.reason = reasonUntrustedHop
+		return res
+	}
+
+	if rs.verify != nil {
+		if r == nil {
+			res.reason = reasonAssertionMissing
+			return res
+		}
+		addr, text, why := rs.verify.verify(header[rs.verify.header], r)
+		if why != reasonNone {
+			res.reason = why
+			return res
+		}
+		res.client, res.clientText, res.source = addr, text, sourceSigned
 		return res
 	}
 
@@ -138,7 +159,7 @@ func (rs *resolver) resolve(remoteAddr string, header http.Header) resolution {
 	var chain members
 	if want > 0 {
 		var tooLong bool
-		stop := spanCheck{span: rs.hops - 1, trusted: rs.trusted}
+		stop := spanCheck{span: rs.hops - 1, trust: trust}
 		if rs.source == sourceForwarded {
 			tooLong = lastForwarded(header["Forwarded"], want, stop, &chain)
 		} else {
@@ -159,7 +180,7 @@ func (rs *resolver) resolve(remoteAddr string, header http.Header) resolution {
 			res.reason = reasonInvalid
 			return res
 		}
-		if rs.trusted != nil && !rs.isTrusted(m.addr) {
+		if trust.check && !trust.contains(m.addr) {
 			res.reason = reasonUntrustedHop
 			return res
 		}
@@ -190,8 +211,17 @@ func (rs *resolver) resolve(remoteAddr string, header http.Header) resolution {
 	return res
 }
 
-func (rs *resolver) isTrusted(addr netip.Addr) bool {
-	return slices.ContainsFunc(rs.trusted, func(p netip.Prefix) bool { return p.Contains(addr) })
+// trustSet is what the members of one request's trusted span are checked
+// against: the fixed list and what a dynamic source returned for the
+// request.
+type trustSet struct {
+	fixed   []netip.Prefix
+	dynamic []netip.Prefix
+	check   bool // false: the span is proven by the secret alone
+}
+
+func (t trustSet) contains(addr netip.Addr) bool {
+	return inPrefixes(t.fixed, addr) || inSourcePrefixes(t.dynamic, addr)
 }
 
 // secretMatches compares in time that depends only on the secret's length

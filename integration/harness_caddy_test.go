@@ -54,20 +54,27 @@ var caddyBinary string
 // race set it is built with the race detector, so end-to-end tests also catch
 // data races inside the modules.
 func BuildCaddy(dir string, race bool) (string, error) {
+	return BuildCaddyPackage(dir, "./cmd/caddy", "caddy", race)
+}
+
+// BuildCaddyPackage is BuildCaddy for another main package of the module
+// (such as integration/internal/testcaddy, Caddy with test-only modules),
+// built into dir as name.
+func BuildCaddyPackage(dir, pkg, name string, race bool) (string, error) {
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
 	}
 	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	bin := filepath.Join(dir, "caddy")
+	bin := filepath.Join(dir, name)
 	args := []string{"build", "-o", bin}
 	if race {
 		args = append(args, "-race")
 	}
-	cmd := exec.Command("go", append(args, "./cmd/caddy")...)
+	cmd := exec.Command("go", append(args, pkg)...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building caddy: %w\n%s", err, out)
+		return "", fmt.Errorf("building %s: %w\n%s", pkg, err, out)
 	}
 	return bin, nil
 }
@@ -78,6 +85,9 @@ type Options struct {
 	Global string
 	// Env is added to Caddy's environment (KEY=VALUE).
 	Env []string
+	// Binary is the Caddy to run; default the one TestMain built from
+	// ./cmd/caddy.
+	Binary string
 }
 
 // Caddy is one running Caddy process.
@@ -105,7 +115,7 @@ func StartCaddy(t testing.TB, caddyfile string) *Caddy {
 // test ends (printing its log if the test failed).
 func StartCaddyWith(t testing.TB, opts Options, caddyfile string) *Caddy {
 	t.Helper()
-	if caddyBinary == "" {
+	if caddyBinary == "" && opts.Binary == "" {
 		t.Fatal("integration: caddy binary not built (TestMain must call BuildCaddy)")
 	}
 	host := loopback.Claim(t)
@@ -161,7 +171,11 @@ func startCaddyProcess(t testing.TB, opts Options, host string, p ports, caddyfi
 	if err := os.WriteFile(path, []byte(c.withGlobals(caddyfile)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c.cmd = exec.Command(caddyBinary, "run", "--config", path, "--adapter", "caddyfile")
+	bin := caddyBinary
+	if opts.Binary != "" {
+		bin = opts.Binary
+	}
+	c.cmd = exec.Command(bin, "run", "--config", path, "--adapter", "caddyfile")
 	c.cmd.Dir = c.Dir
 	c.cmd.Env = append(c.env(), opts.Env...)
 	c.cmd.Stdout = c.logs
