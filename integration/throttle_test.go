@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +14,10 @@ import (
 
 	"github.com/caddy-edgekit/edgekit/internal/testredis"
 )
+
+// rateLimitPolicy is one RateLimit-Policy member as draft-ietf-httpapi-
+// ratelimit-headers-10 writes it: name, q, w and a 12-byte pk.
+var rateLimitPolicy = regexp.MustCompile(`^"[^"]*";q=[0-9]+;w=[0-9]+;pk=:[A-Za-z0-9+/]{16}:$`)
 
 // TestThrottleEnforce: a real origin behind reverse_proxy sees only what the
 // limit lets through; rejections go through handle_errors with Retry-After
@@ -60,8 +65,12 @@ func TestThrottleEnforce(t *testing.T) {
 					if resp.StatusCode != 200 || body != "from origin" {
 						t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
 					}
-					if p := resp.Header.Get("RateLimit-Policy"); p != `"per_caller";q=3;w=60` {
+					p := resp.Header.Get("RateLimit-Policy")
+					if !rateLimitPolicy.MatchString(p) || !strings.HasPrefix(p, `"per_caller";q=3;w=60;pk=:`) {
 						t.Fatalf("RateLimit-Policy %q", p)
+					}
+					if strings.Contains(p, "test") || !strings.HasSuffix(resp.Header.Get("RateLimit"), p[strings.Index(p, ";pk="):]) {
+						t.Fatalf("pk: RateLimit-Policy %q, RateLimit %q: want one keyed hash on both, not the key", p, resp.Header.Get("RateLimit"))
 					}
 					if rl, want := resp.Header.Get("RateLimit"), `"per_caller";r=`+strconv.Itoa(2-i)+`;t=`; !strings.HasPrefix(rl, want) {
 						t.Fatalf("RateLimit %q, want prefix %q", rl, want)
@@ -143,7 +152,7 @@ func TestThrottleReload(t *testing.T) {
 	if resp.StatusCode != 429 {
 		t.Fatalf("after reload: %d: the caller's state was lost", resp.StatusCode)
 	}
-	if p := resp.Header.Get("RateLimit-Policy"); p != `"reload";q=60;w=3600` {
+	if p := resp.Header.Get("RateLimit-Policy"); !strings.HasPrefix(p, `"reload";q=60;w=3600;pk=:`) {
 		t.Fatalf("new rate not in effect: RateLimit-Policy %q", p)
 	}
 	status, body := c.Load(config("0/1h"))
@@ -151,7 +160,7 @@ func TestThrottleReload(t *testing.T) {
 		t.Fatalf("bad config: %d %q, want a refusal", status, body)
 	}
 	resp, _ = Get(t, c.Client(), c.URL("/"))
-	if resp.StatusCode != 429 || resp.Header.Get("RateLimit-Policy") != `"reload";q=60;w=3600` {
+	if resp.StatusCode != 429 || !strings.HasPrefix(resp.Header.Get("RateLimit-Policy"), `"reload";q=60;w=3600;pk=:`) {
 		t.Fatalf("after a refused reload: %d %q, want the running config still limiting", resp.StatusCode, resp.Header.Get("RateLimit-Policy"))
 	}
 }

@@ -1,8 +1,12 @@
 package ratelimit
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"math/rand/v2"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -178,6 +182,26 @@ func TestPrefixGrouping(t *testing.T) {
 	mustPass(h2, "2001:db8:ab::1", true)
 }
 
+// pkOf is the pk parameter of the first list member of a RateLimit or
+// RateLimit-Policy value that has one.
+var pkParam = regexp.MustCompile(`;pk=:([A-Za-z0-9+/=]*):`)
+
+func pkOf(t *testing.T, field string) string {
+	t.Helper()
+	m := pkParam.FindStringSubmatch(field)
+	if m == nil {
+		t.Fatalf("no pk in %q", field)
+	}
+	b, err := base64.StdEncoding.DecodeString(m[1])
+	if err != nil || len(b) != pkSize {
+		t.Fatalf("pk %q: %d bytes, %v; want %d bytes of base64", m[1], len(b), err, pkSize)
+	}
+	return m[1]
+}
+
+// stripPK drops every pk parameter, leaving what the zone's state says.
+func stripPK(field string) string { return pkParam.ReplaceAllString(field, "") }
+
 func TestRateLimitHeaders(t *testing.T) {
 	c := &fakeClock{ns: int64(time.Hour)}
 	h := memoryHandler(t, c,
@@ -185,11 +209,17 @@ func TestRateLimitHeaders(t *testing.T) {
 		&Zone{Name: "b", Rate: "100/1m", Burst: 9},
 	)
 	res := serve(t, h, "192.0.2.1", nil)
-	if got, want := res.header.Get("RateLimit-Policy"), `"a";q=5;w=1, "b";q=100;w=60`; got != want {
-		t.Errorf("RateLimit-Policy %q, want %q", got, want)
+	policy, state := res.header.Get("RateLimit-Policy"), res.header.Get("RateLimit")
+	if got, want := stripPK(policy), `"a";q=5;w=1, "b";q=100;w=60`; got != want {
+		t.Errorf("RateLimit-Policy %q, want %q", policy, want)
 	}
-	if got, want := res.header.Get("RateLimit"), `"a";r=4;t=0, "b";r=9;t=0`; got != want {
-		t.Errorf("RateLimit %q, want %q", got, want)
+	if got, want := stripPK(state), `"a";r=4;t=0, "b";r=9;t=0`; got != want {
+		t.Errorf("RateLimit %q, want %q", state, want)
+	}
+	// Every member carries the caller's pk: both zones key on the address.
+	pk := pkOf(t, policy)
+	if strings.Count(policy, ";pk=:"+pk+":") != 2 || strings.Count(state, ";pk=:"+pk+":") != 2 {
+		t.Errorf("pk %s not on every member: %q, %q", pk, policy, state)
 	}
 	for range 4 {
 		serve(t, h, "192.0.2.1", nil)
@@ -199,8 +229,14 @@ func TestRateLimitHeaders(t *testing.T) {
 	if res.status != 429 {
 		t.Fatalf("status %d, want 429", res.status)
 	}
-	if got, want := res.header.Get("RateLimit"), `"a";r=0;t=1, "b";r=5;t=0`; got != want {
+	if got, want := stripPK(res.header.Get("RateLimit")), `"a";r=0;t=1, "b";r=5;t=0`; got != want {
 		t.Errorf("RateLimit on rejection %q, want %q", got, want)
+	}
+	if got := pkOf(t, res.header.Get("RateLimit")); got != pk {
+		t.Errorf("one caller, two pks: %s then %s", pk, got)
+	}
+	if other := pkOf(t, serve(t, h, "192.0.2.2", nil).header.Get("RateLimit")); other == pk {
+		t.Errorf("two callers, one pk %s", pk)
 	}
 	off := false
 	h = provision(t, &Handler{Zones: []*Zone{{Name: "c", Rate: "1/s"}}, Headers: &off, Status: 503}, c)
@@ -214,6 +250,75 @@ func TestRateLimitHeaders(t *testing.T) {
 	}
 }
 
+// TestPartitionKeyIsNotTheKey: pk is a keyed hash: the same for one caller
+// (an IPv6 /64 is one caller), different for others, and neither the key
+// nor its plain SHA-256 appears in it.
+func TestPartitionKeyIsNotTheKey(t *testing.T) {
+	c := &fakeClock{ns: int64(time.Hour)}
+	h := memoryHandler(t, c, &Zone{Name: "pk-text", Key: "{http.request.header.X-Api-Key}", Rate: "10/s"})
+	secret := "sk_live_0123456789"
+	field := serve(t, h, "192.0.2.1", map[string]string{"X-Api-Key": secret}).header.Get("RateLimit")
+	pk := pkOf(t, field)
+	plain := sha256.Sum256([]byte(secret))
+	for _, leak := range []string{secret, base64.StdEncoding.EncodeToString([]byte(secret)), base64.StdEncoding.EncodeToString(plain[:pkSize])} {
+		if strings.Contains(field, leak) {
+			t.Fatalf("RateLimit %q shows the key (%q)", field, leak)
+		}
+	}
+	if again := pkOf(t, serve(t, h, "192.0.2.9", map[string]string{"X-Api-Key": secret}).header.Get("RateLimit")); again != pk {
+		t.Fatalf("one key, two pks: %s, %s", pk, again)
+	}
+	hv6 := memoryHandler(t, c, &Zone{Name: "pk-v6", Rate: "10/s"})
+	a := pkOf(t, serve(t, hv6, "2001:db8:1:2::a", nil).header.Get("RateLimit-Policy"))
+	b := pkOf(t, serve(t, hv6, "2001:db8:1:2::b", nil).header.Get("RateLimit-Policy"))
+	d := pkOf(t, serve(t, hv6, "2001:db8:1:3::a", nil).header.Get("RateLimit-Policy"))
+	if a != b || a == d {
+		t.Fatalf("pks of one /64: %s, %s; of another: %s", a, b, d)
+	}
+	if text, addr := (requestKey{text: "192.0.2.1/32"}).pk(), (requestKey{}).pk(); text == addr {
+		t.Fatal("a text key and an address key share a pk")
+	}
+}
+
+// TestRemainingNeverExceedsQuota: r is never above the announced q (rate
+// 2/s burst 5 announced q=2 and then r=5).
+func TestRemainingNeverExceedsQuota(t *testing.T) {
+	c := &fakeClock{ns: int64(time.Hour)}
+	h := memoryHandler(t, c, &Zone{Name: "r-le-q", Rate: "2/s", Burst: 5})
+	policy := stripPK(serve(t, h, "192.0.2.7", nil).header.Get("RateLimit-Policy"))
+	if policy != `"r-le-q";q=6;w=3` {
+		t.Fatalf("RateLimit-Policy %q, want q=6;w=3 (the burst of 6, refilled in 3 s)", policy)
+	}
+	for rateStr, bursts := range map[string][]int64{
+		"2/s": {0, 1, 5, 100}, "10/s": {0, 9, 10, 50}, "100/1m": {0, 99, 100, 1000},
+		"5/500ms": {0, 9, 10, 11}, "3/1001ms": {0, 4, 5, 7}, "1/1h": {0, 5}, "1000000/1d": {0, 999999, 1000000},
+	} {
+		r, err := parseRate(rateStr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, burst := range bursts {
+			l := newLimit(r, burst)
+			q, w := announce(r, burst)
+			if most := l.remaining(outcome{allowed: true}); most > q {
+				t.Errorf("%s burst %d: r can be %d, announced q=%d", rateStr, burst, most, q)
+			}
+			// Never a promise the limit breaks: q requests spread evenly
+			// over w seconds all pass.
+			now, tat := int64(time.Hour), int64(0)
+			for i := range q {
+				o, next := l.check(tat, now)
+				if !o.allowed {
+					t.Errorf("%s burst %d: q=%d;w=%d, but request %d of them, evenly spread, was refused", rateStr, burst, q, w, i+1)
+					break
+				}
+				tat = next
+				now += int64(time.Duration(w)*time.Second) / q
+			}
+		}
+	}
+}
+
 func TestPolicyWindow(t *testing.T) {
 	for in, want := range map[string]string{
 		"10/s": `"z";q=10;w=1`, "100/1m": `"z";q=100;w=60`, "5/500ms": `"z";q=10;w=1`,
@@ -223,7 +328,7 @@ func TestPolicyWindow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := policyItem("z", r); got != want {
+		if got := policyItem("z", r, 0); got != want {
 			t.Errorf("%s: %s, want %s", in, got, want)
 		}
 	}

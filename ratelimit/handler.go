@@ -48,7 +48,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return next.ServeHTTP(w, r)
 	}
 	if h.headers {
-		h.setHeaders(w.Header(), out[:n])
+		h.setHeaders(w.Header(), keys[:n], out[:n])
 	}
 	if allowed {
 		for _, z := range h.zones {
@@ -110,25 +110,41 @@ func (h *Handler) clock(r *http.Request) int64 {
 	return monotonicNow()
 }
 
-// setHeaders writes RateLimit-Policy and RateLimit (draft-ietf-httpapi-
-// ratelimit-headers): one list member per zone.
+// setHeaders writes RateLimit-Policy and RateLimit (see headers.go): one
+// list member per zone, each with the caller's partition key.
 //
-// The policy is precomputed, but its []string cannot be shared across
-// responses: Caddy's header handler replaces values in place. Both fields
-// take their value from one two-element array (one allocation, as
-// net/textproto does), each capped so an Add to one cannot touch the other.
-func (h *Handler) setHeaders(hdr http.Header, out []outcome) {
+// Both fields take their value from one two-element array (one allocation,
+// as net/textproto does), each capped so an Add to one cannot touch the
+// other: Caddy's header handler replaces values in place.
+func (h *Handler) setHeaders(hdr http.Header, keys []requestKey, out []outcome) {
+	var pks [maxZones][pkSize]byte
+	for i := range h.zones {
+		if j := h.sameKey[i]; j >= 0 {
+			pks[i] = pks[j]
+		} else {
+			pks[i] = keys[i].pk()
+		}
+	}
 	vals := new([2]string)
-	vals[0] = h.policyHeader
-	hdr["Ratelimit-Policy"] = vals[0:1:1]
-	var buf [256]byte
-	state := buf[:0]
+	var buf [512]byte
+	b := buf[:0]
+	for i := range h.zones {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, h.policies[i]...)
+		b = appendPK(b, &pks[i])
+	}
+	vals[0] = string(b)
+	b = buf[:0]
 	for i, z := range h.zones {
 		if i > 0 {
-			state = append(state, ", "...)
+			b = append(b, ", "...)
 		}
-		state = appendState(state, z, out[i])
+		b = appendState(b, z, out[i])
+		b = appendPK(b, &pks[i])
 	}
-	vals[1] = string(state)
+	vals[1] = string(b)
+	hdr["Ratelimit-Policy"] = vals[0:1:1]
 	hdr["Ratelimit"] = vals[1:2:2]
 }

@@ -1,22 +1,111 @@
 package ratelimit
 
-import "strconv"
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"hash"
+	"strconv"
+	"sync"
+	"time"
+)
 
-// policyItem is a zone's RateLimit-Policy list member: its name as an
-// sf-string, quota q and window w in seconds.
-func policyItem(name string, r rate) string {
-	q, w := r.policyWindow()
+// The RateLimit-Policy and RateLimit fields follow
+// draft-ietf-httpapi-ratelimit-headers-10: each is an RFC 9651 List with one
+// Item per zone, the zone's name as an sf-string,
+//
+//	RateLimit-Policy: "<zone>";q=<quota>;w=<seconds>;pk=:<base64>:
+//	RateLimit:        "<zone>";r=<remaining>;t=<seconds>;pk=:<base64>:
+//
+// pk, the partition key, is a Byte Sequence naming the caller's budget:
+// a keyed hash of the key, never the key itself.
+
+// announce is the quota q and the whole-second window w a zone announces.
+// r (remaining) never exceeds burst+1, the most a caller may send at once,
+// so q is at least that: the larger of the rate over its window (rounded
+// down, so it never promises more than the rate allows) and the burst, the
+// window then being the time GCRA takes to refill the whole burst.
+func announce(r rate, burst int64) (q, w int64) {
+	q, w = r.policyWindow()
+	if burst+1 > q {
+		q = burst + 1
+		w = ceilSeconds(time.Duration(satMul(burst+1, r.interval())))
+	}
+	return q, w
+}
+
+// policyItem is a zone's RateLimit-Policy list member without its pk: its
+// name as an sf-string, quota q and window w in seconds.
+func policyItem(name string, r rate, burst int64) string {
+	q, w := announce(r, burst)
 	return sfString(name) + ";q=" + strconv.FormatInt(q, 10) + ";w=" + strconv.FormatInt(w, 10)
 }
 
-// appendState appends a zone's RateLimit list member: r requests allowed
-// right now, t seconds until the next one is.
+// appendState appends a zone's RateLimit list member without its pk: r
+// requests allowed right now, t seconds until the next one is.
 func appendState(b []byte, z *zone, o outcome) []byte {
 	b = append(b, z.quoted...)
 	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, z.limit.remaining(o), 10)
 	b = append(b, ";t="...)
 	return strconv.AppendInt(b, ceilSeconds(z.limit.wait(o)), 10)
+}
+
+// pkSize is how many bytes of the HMAC the partition key keeps: 96 bits,
+// 16 characters of base64.
+const pkSize = 12
+
+// pkSecret keys the partition key's HMAC. It is random per process, so a pk
+// cannot be turned back into the key (an IPv4 address is 32 bits: an
+// unkeyed hash would be reversed by trying them all) and is stable while the
+// process runs, across reloads.
+var pkSecret = func() []byte {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic("throttle: no randomness for the partition key secret: " + err.Error())
+	}
+	return b
+}()
+
+var pkHashes = sync.Pool{New: func() any { return hmac.New(sha256.New, pkSecret) }}
+
+// pk is the partition key of rk: HMAC-SHA256 of the key's canonical bytes
+// (an address prefix or the key text, told apart by the first byte),
+// truncated to pkSize bytes.
+func (rk requestKey) pk() (out [pkSize]byte) {
+	m := pkHashes.Get().(hash.Hash)
+	m.Reset()
+	var buf [18]byte
+	if rk.isAddr {
+		a := rk.addr.Addr().As16()
+		buf[0] = 'a'
+		copy(buf[1:], a[:])
+		buf[17] = byte(rk.addr.Bits())
+		m.Write(buf[:])
+	} else {
+		buf[0] = 't'
+		m.Write(buf[:1])
+		// In pieces through a buffer on the stack: []byte(rk.text) would
+		// allocate, the hash being behind an interface.
+		var chunk [64]byte
+		for s := rk.text; s != ""; {
+			n := copy(chunk[:], s)
+			m.Write(chunk[:n])
+			s = s[n:]
+		}
+	}
+	var sum [sha256.Size]byte
+	copy(out[:], m.Sum(sum[:0]))
+	pkHashes.Put(m)
+	return out
+}
+
+// appendPK appends the pk parameter: `;pk=:<base64>:`.
+func appendPK(b []byte, pk *[pkSize]byte) []byte {
+	b = append(b, ";pk=:"...)
+	b = base64.StdEncoding.AppendEncode(b, pk[:])
+	return append(b, ':')
 }
 
 // sfString quotes s as an RFC 9651 sf-string; zone names are printable

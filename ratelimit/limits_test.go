@@ -29,7 +29,7 @@ func TestPolicyWindowLargeRates(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", in, err)
 		}
-		if got := policyItem("z", r); got != want {
+		if got := policyItem("z", r, 0); got != want {
 			t.Errorf("%s: %s, want %s", in, got, want)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -47,8 +46,8 @@ type Handler struct {
 	logger  *zap.Logger
 	headers bool
 	observe bool
-	// policyHeader is RateLimit-Policy, the same on every response.
-	policyHeader string
+	// policies[i] is zone i's RateLimit-Policy member but for its pk.
+	policies []string
 	// sameKey[i] is the first zone before i with the same key, whose
 	// request key zone i reuses; -1 if none.
 	sameKey []int
@@ -163,11 +162,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		same := slices.IndexFunc(h.zones[:i], func(y *zone) bool { return y.key == z.key })
 		h.sameKey = append(h.sameKey, same)
 	}
-	policies := make([]string, len(h.zones))
+	h.policies = make([]string, len(h.zones))
 	for i, z := range h.zones {
-		policies[i] = policyItem(z.name, z.rate)
+		h.policies[i] = policyItem(z.name, z.rate, z.burst)
 	}
-	h.policyHeader = strings.Join(policies, ", ")
 	return nil
 }
 
