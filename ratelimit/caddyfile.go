@@ -36,6 +36,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        burst <n>               # default 0
 //	        ipv4_prefix <bits>      # default 32
 //	        ipv6_prefix <bits>      # default 64
+//	        charge_on status <code>...  # charge only these responses
 //	    }
 //	    store memory [<max_keys>]
 //	    store redis {
@@ -153,6 +154,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 func (z *Zone) unmarshal(d *caddyfile.Dispenser) error {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
+		if opt == "charge_on" {
+			if err := z.unmarshalChargeOn(d); err != nil {
+				return err
+			}
+			continue
+		}
 		var val string
 		if !d.Args(&val) || d.NextArg() {
 			return d.ArgErr()
@@ -192,6 +199,33 @@ func (z *Zone) unmarshal(d *caddyfile.Dispenser) error {
 			return d.Err(err.Error())
 		}
 	}
+	return nil
+}
+
+// unmarshalChargeOn reads `charge_on status <code>...`.
+func (z *Zone) unmarshalChargeOn(d *caddyfile.Dispenser) error {
+	if z.ChargeOn != nil {
+		return d.Errf("throttle: zone %q: charge_on given twice: list every status on one line", z.Name)
+	}
+	var what string
+	if !d.Args(&what) {
+		return d.ArgErr()
+	}
+	if what != "status" {
+		return d.Errf("throttle: zone %q: charge_on %q: want charge_on status <code>...", z.Name, what)
+	}
+	c := &ChargeOn{}
+	for d.NextArg() {
+		n, err := strconv.Atoi(d.Val())
+		if err != nil {
+			return d.Errf("throttle: zone %q: charge_on status %q: must be a number such as 401", z.Name, d.Val())
+		}
+		c.Status = append(c.Status, n)
+	}
+	if err := checkChargeOn(z.Name, c.Status); err != nil {
+		return d.Err(err.Error())
+	}
+	z.ChargeOn = c
 	return nil
 }
 

@@ -54,6 +54,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		for _, z := range h.zones {
 			z.counters.allowed.Inc()
 		}
+		if h.charging {
+			return h.serveCharged(w, r, next, keys[:n])
+		}
 		return next.ServeHTTP(w, r)
 	}
 	// Every zone that said no is counted; the first (in lock order) names

@@ -194,7 +194,7 @@ func (s *shard) evictOne() {
 // decideMemory decides one request across zones, all or nothing: the shards
 // of every zone are locked (in zone order, so concurrent requests cannot
 // deadlock), every zone is checked, and only if all allow is any TAT
-// advanced. zones must be sorted by seq; out receives one outcome per zone.
+// advanced, but a charge_on zone's, which its response charges (chargeMemory). zones must be sorted by seq; out receives one outcome per zone.
 func decideMemory(zones []*zone, hashes []uint64, now int64, out []outcome) bool {
 	if len(zones) == 1 {
 		return decideOne(zones[0], hashes[0], now, &out[0])
@@ -215,6 +215,9 @@ func decideMemory(zones []*zone, hashes []uint64, now int64, out []outcome) bool
 	}
 	if ok {
 		for i, z := range zones {
+			if z.chargeOn != nil {
+				continue // charged by the response, if at all
+			}
 			z.table.store(shards[i], hashes[i], next[i], now, exists[i])
 			out[i].after = next[i] - now
 		}
@@ -231,11 +234,23 @@ func decideOne(z *zone, h uint64, now int64, out *outcome) bool {
 	s.mu.Lock()
 	tat, exists := s.m[h]
 	o, next := z.limit.check(tat, now)
-	if o.allowed {
+	if o.allowed && z.chargeOn == nil {
 		z.table.store(s, h, next, now, exists)
 		o.after = next - now
 	}
 	s.mu.Unlock()
 	*out = o
 	return o.allowed
+}
+
+// chargeMemory charges one request to h in a charge_on zone, whatever its
+// state: requests let through before earlier charges landed are all
+// counted, so the key stays refused for as long as they add up to.
+func chargeMemory(z *zone, h uint64, now int64) {
+	s := z.table.shard(h)
+	s.mu.Lock()
+	tat, exists := s.m[h]
+	_, next := z.limit.check(tat, now)
+	z.table.store(s, h, next, now, exists)
+	s.mu.Unlock()
 }

@@ -19,7 +19,7 @@ type collectors struct {
 func newThrottleMetrics() (m collectors) {
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "caddy", Subsystem: "throttle", Name: "requests_total",
-		Help: "Requests decided per zone: allowed (passed every zone), rejected (this zone said no), observed (this zone said no in observe mode, and the request went on).",
+		Help: "Requests decided per zone: allowed (passed every zone), rejected (this zone said no), observed (this zone said no in observe mode, and the request went on), charged (a charge_on zone charged the response).",
 	}, []string{"zone", "decision"})
 	m.storeErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "caddy", Subsystem: "throttle", Name: "store_errors_total",
@@ -32,7 +32,7 @@ func newThrottleMetrics() (m collectors) {
 // zoneCounters are one zone's counters, resolved once at provision so the
 // request path does no label lookup.
 type zoneCounters struct {
-	allowed, rejected, observed prometheus.Counter
+	allowed, rejected, observed, charged prometheus.Counter
 }
 
 // registerMetrics adds the collectors to a config's registry; several
@@ -47,6 +47,7 @@ func newZoneCounters(zone string) zoneCounters {
 		allowed:  throttleMetrics.requests.WithLabelValues(zone, "allowed"),
 		rejected: throttleMetrics.requests.WithLabelValues(zone, "rejected"),
 		observed: throttleMetrics.requests.WithLabelValues(zone, "observed"),
+		charged:  throttleMetrics.requests.WithLabelValues(zone, "charged"),
 	}
 }
 

@@ -46,6 +46,8 @@ type Handler struct {
 	logger  *zap.Logger
 	headers bool
 	observe bool
+	// charging: some zone has charge_on.
+	charging bool
 	// policies[i] is zone i's RateLimit-Policy member but for its pk.
 	policies []string
 	// sameKey[i] is the first zone before i with the same key, whose
@@ -163,7 +165,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.sameKey = append(h.sameKey, same)
 	}
 	h.policies = make([]string, len(h.zones))
+	h.charging = false
 	for i, z := range h.zones {
+		h.charging = h.charging || z.chargeOn != nil
 		h.policies[i] = policyItem(z.name, z.rate, z.burst)
 	}
 	return nil
@@ -262,7 +266,15 @@ func compileZone(zc *Zone) (*zone, error) {
 		return nil, err
 	}
 	k.v4bits, k.v6bits = zc.IPv4Prefix, zc.IPv6Prefix
+	var chargeOn []int
+	if zc.ChargeOn != nil {
+		if err := checkChargeOn(zc.Name, zc.ChargeOn.Status); err != nil {
+			return nil, err
+		}
+		chargeOn = slices.Sorted(slices.Values(zc.ChargeOn.Status))
+	}
 	return &zone{
+		chargeOn: chargeOn,
 		name:   zc.Name,
 		key:    k,
 		rate:   r,

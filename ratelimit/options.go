@@ -130,6 +130,19 @@ func checkBurst(zone string, burst int64, r rate) error {
 	return nil
 }
 
+// checkChargeOn wants at least one status, each a final HTTP status.
+func checkChargeOn(zone string, statuses []int) error {
+	if len(statuses) == 0 {
+		return zoneError(zone, fmt.Errorf("charge_on: no status: list the statuses to charge, e.g. charge_on status 401 403"))
+	}
+	for _, s := range statuses {
+		if s < 100 || s > 599 {
+			return zoneError(zone, fmt.Errorf("charge_on status %d: must be an HTTP status, 100..599", s))
+		}
+	}
+	return nil
+}
+
 func checkRate(zone, s string) (rate, error) {
 	if s == "" {
 		return rate{}, zoneError(zone, fmt.Errorf("rate is required, e.g. rate 100/1m"))

@@ -17,8 +17,10 @@ import (
 
 // gcraScript decides one request for every zone at once, atomically, on the
 // server's clock (so Caddy nodes' clocks never matter). KEYS are one key
-// per zone; ARGV holds each zone's interval and tolerance in microseconds.
-// Nothing is written unless every zone allows the request. It returns
+// per zone; ARGV holds each zone's interval and tolerance in microseconds
+// and whether it is charged now (1) or, charge_on, by the response (0).
+// Nothing is written unless every zone allows the request, and nothing in a
+// charge_on zone. It returns
 // {all allowed, allowed_1, after_1, allowed_2, after_2, ...}, after_i
 // being TAT - now in microseconds once decided.
 var gcraScript = rueidis.NewLuaScript(`
@@ -31,7 +33,7 @@ for i = 1, n do
   local tat = tonumber(redis.call('GET', KEYS[i])) or now
   if tat < now then tat = now end
   tats[i] = tat
-  if tat - now <= tonumber(ARGV[2*i]) then
+  if tat - now <= tonumber(ARGV[3*i-1]) then
     res[2*i] = 1
   else
     res[2*i] = 0
@@ -40,13 +42,29 @@ for i = 1, n do
 end
 for i = 1, n do
   local after = tats[i] - now
-  if res[1] == 1 then
-    after = after + tonumber(ARGV[2*i-1])
+  if res[1] == 1 and ARGV[3*i] == '1' then
+    after = after + tonumber(ARGV[3*i-2])
     redis.call('SET', KEYS[i], string.format('%d', now + after), 'PX', string.format('%d', math.ceil(after / 1000)))
   end
   res[2*i+1] = after
 end
 return res
+`)
+
+// chargeScript charges one request to each of KEYS (charge_on zones whose
+// status matched), ARGV being their intervals in microseconds: the TAT
+// moves on by one interval from itself or now, whichever is later, as in
+// memory. It returns 1.
+var chargeScript = rueidis.NewLuaScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+for i = 1, #KEYS do
+  local tat = tonumber(redis.call('GET', KEYS[i])) or now
+  if tat < now then tat = now end
+  tat = tat + tonumber(ARGV[i])
+  redis.call('SET', KEYS[i], string.format('%d', tat), 'PX', string.format('%d', math.ceil((tat - now) / 1000)))
+end
+return 1
 `)
 
 // RedisStore shares zones between Caddy nodes through one Redis or Valkey.
@@ -307,12 +325,17 @@ func (b *redisBackend) release() { _, _ = redisConns.Delete(b.poolKey) }
 // prepare builds what decide sends for zones, in their final order.
 func (b *redisBackend) prepare(zones []*zone) {
 	b.zoneKeys = make([]string, len(zones))
-	b.args = make([]string, 0, 2*len(zones))
+	b.args = make([]string, 0, 3*len(zones))
 	for i, z := range zones {
 		b.zoneKeys[i] = b.prefix + z.name + ":"
+		now := "1"
+		if z.chargeOn != nil {
+			now = "0"
+		}
 		b.args = append(b.args,
 			strconv.FormatInt(z.limit.interval/1000, 10),
-			strconv.FormatInt(z.limit.tolerance/1000, 10))
+			strconv.FormatInt(z.limit.tolerance/1000, 10),
+			now)
 	}
 }
 
@@ -346,6 +369,36 @@ func (b *redisBackend) decide(ctx context.Context, keys []requestKey, out []outc
 		out[i] = outcome{allowed: res[1+2*i] == 1, after: res[2+2*i] * 1000}
 	}
 	return res[0] == 1, nil
+}
+
+// charge runs chargeScript for the zones marked in which, in one round
+// trip, with the same timeout and breaker as a decision.
+func (b *redisBackend) charge(ctx context.Context, keys []requestKey, which []bool) error {
+	now := time.Now().UnixNano()
+	if !b.conn.admit(now) {
+		return errBreakerOpen
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
+	defer cancel()
+	client, err := b.conn.get(ctx)
+	if err != nil {
+		b.conn.failed(now)
+		return err
+	}
+	var names, args []string
+	all := b.names(keys)
+	for i, w := range which {
+		if w {
+			names = append(names, all[i])
+			args = append(args, b.args[3*i])
+		}
+	}
+	if err := chargeScript.Exec(ctx, client, names, args).Error(); err != nil {
+		b.conn.failed(time.Now().UnixNano())
+		return err
+	}
+	b.conn.succeeded()
+	return nil
 }
 
 // names are the Redis keys of one request, one per zone.

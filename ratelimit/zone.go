@@ -29,6 +29,9 @@ type Zone struct {
 	// IPv6Prefix groups IPv6 keys by this many leading bits; default 64,
 	// so one IPv6 customer (a /64) is one caller.
 	IPv6Prefix int `json:"ipv6_prefix,omitempty"`
+	// ChargeOn, if set, charges a request only when its response matches;
+	// a caller over the limit is still refused up front.
+	ChargeOn *ChargeOn `json:"charge_on,omitempty"`
 }
 
 // zone is a Zone compiled for one handler: its own limits, its key, and
@@ -43,6 +46,7 @@ type zone struct {
 	table    *memoryTable // memory store only
 	state    *zoneState
 	owner    any    // the config generation that claimed it
+	chargeOn []int  // charge_on statuses; nil: charged up front
 	quoted   string // name as an sf-string
 	reject   error
 	counters zoneCounters
@@ -85,8 +89,8 @@ func (*zoneState) Destruct() error { return nil }
 // definition is what two handlers of one config must agree on to share a
 // zone.
 func (z *zone) definition(store string) string {
-	return fmt.Sprintf("key %s, rate %s, burst %d, ipv4_prefix %d, ipv6_prefix %d, store %s",
-		z.key.template, z.rate, z.burst, z.key.v4bits, z.key.v6bits, store)
+	return fmt.Sprintf("key %s, rate %s, burst %d, ipv4_prefix %d, ipv6_prefix %d, charge_on status %v, store %s",
+		z.key.template, z.rate, z.burst, z.key.v4bits, z.key.v6bits, z.chargeOn, store)
 }
 
 // claim attaches z to the zone's shared state. Within one config (owner) a

@@ -1,0 +1,338 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// serveNext runs one request from clientIP through h with next as the rest
+// of the route; the result's status is what the client would see (a
+// returned error's status, else what next wrote).
+func serveNext(t testing.TB, h *Handler, clientIP string, next caddyhttp.HandlerFunc) result {
+	t.Helper()
+	r := httptest.NewRequest("GET", "http://example.com/login", nil)
+	vars := map[string]any{caddyhttp.ClientIPVarKey: clientIP}
+	r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, vars))
+	caddyhttp.NewTestReplacer(r)
+	w := httptest.NewRecorder()
+	passed := false
+	err := h.ServeHTTP(w, r, caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		passed = true
+		return next(w, r)
+	}))
+	res := result{status: w.Code, header: w.Header(), passed: passed, vars: vars}
+	if err != nil {
+		var he caddyhttp.HandlerError
+		if !errors.As(err, &he) {
+			t.Fatalf("error is not a caddyhttp.HandlerError: %v", err)
+		}
+		res.status = he.StatusCode
+	}
+	return res
+}
+
+// login answers like a login form: 200 for the right password, 401
+// written for a wrong one, or (asError) 401 returned as an error the way
+// basic_auth does, for handle_errors to write.
+func login(ok, asError bool) caddyhttp.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		switch {
+		case ok:
+			w.Write([]byte("welcome"))
+		case asError:
+			return caddyhttp.Error(http.StatusUnauthorized, errors.New("bad password"))
+		default:
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+		return nil
+	}
+}
+
+func loginZone(name string) *Zone {
+	return &Zone{Name: name, Rate: "5/10m", Burst: 4, ChargeOn: &ChargeOn{Status: []int{401, 403}}}
+}
+
+// checkLoginScenario: five failed logins per ten minutes per address;
+// successful logins are free, and an address over the limit is refused up
+// front, right password or not. advance moves the store's clock on.
+func checkLoginScenario(t *testing.T, h *Handler, ip string, advance func(time.Duration)) {
+	t.Helper()
+	for i := range 20 {
+		if res := serveNext(t, h, ip, login(true, false)); res.status != 200 {
+			t.Fatalf("successful login %d: %d, want 200 (successes are free)", i+1, res.status)
+		}
+	}
+	for i := range 5 {
+		if res := serveNext(t, h, ip, login(false, i%2 == 1)); !res.passed || res.status != 401 {
+			t.Fatalf("failed login %d: passed %v, status %d, want 401 from the login", i+1, res.passed, res.status)
+		}
+	}
+	for i, ok := range []bool{false, true, false} {
+		res := serveNext(t, h, ip, login(ok, false))
+		if res.passed || res.status != 429 {
+			t.Fatalf("attempt %d after 5 failures (right password %v): passed %v, status %d, want 429 up front", i+1, ok, res.passed, res.status)
+		}
+		if ra, err := strconv.Atoi(res.header.Get("Retry-After")); err != nil || ra < 1 || ra > 120 {
+			t.Fatalf("Retry-After %q, want 1..120 s (one failure's worth)", res.header.Get("Retry-After"))
+		}
+	}
+	if res := serveNext(t, h, "198.51.100.77", login(false, false)); res.status != 401 {
+		t.Fatalf("another address: %d, want 401 (its own budget)", res.status)
+	}
+	// One failure's worth (2 minutes) later, one more attempt: it fails
+	// and is charged, so the next is refused again.
+	advance(2*time.Minute + time.Second)
+	if res := serveNext(t, h, ip, login(false, false)); res.status != 401 {
+		t.Fatalf("after 2 min: %d, want 401", res.status)
+	}
+	if res := serveNext(t, h, ip, login(true, false)); res.status != 429 {
+		t.Fatalf("after the sixth failure: %d, want 429", res.status)
+	}
+}
+
+func TestChargeOnLoginMemory(t *testing.T) {
+	c := &fakeClock{ns: int64(time.Hour)}
+	h := memoryHandler(t, c, loginZone("charge-login-mem"))
+	before := counterValue(t, "charge-login-mem", "charged")
+	checkLoginScenario(t, h, "192.0.2.10", func(d time.Duration) { c.ns += int64(d) })
+	if got := counterValue(t, "charge-login-mem", "charged") - before; got != 7 {
+		t.Fatalf("charged counter grew by %v, want 7 (5 + another address + 1)", got)
+	}
+}
+
+func TestChargeOnLoginRedis(t *testing.T) {
+	rs := startRedis(t)
+	h := redisHandler(t, rs, "deny", loginZone("charge-login-redis"))
+	// Redis keeps time itself: move the caller's TAT back instead.
+	checkLoginScenario(t, h, "192.0.2.10", func(d time.Duration) {
+		name := h.redis.names([]requestKey{h.zones[0].key.fromString("192.0.2.10")})[0]
+		ctx := context.Background()
+		client, err := h.redis.conn.get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = client.Do(ctx, client.B().Eval().Script(
+			"return redis.call('SET', KEYS[1], tonumber(redis.call('GET', KEYS[1])) - tonumber(ARGV[1]), 'KEEPTTL')").
+			Numkeys(1).Key(name).Arg(strconv.FormatInt(d.Microseconds(), 10)).Build()).Error()
+		if err != nil {
+			t.Fatalf("moving the TAT back: %v", err)
+		}
+	})
+}
+
+// checkInFlightBound: G clients of one caller, each sending one failing
+// request after another. Checks see no charge until a response lands, so
+// more than the limit L = burst+1 may pass, but never more than L + G - 1:
+// once L charges have landed every check refuses, and at that moment at
+// most G - 1 other requests are between their check and their charge. The
+// first G (G > L) go out together and are held until all have passed their
+// check, so the overshoot is shown, not just allowed.
+func checkInFlightBound(t *testing.T, h *Handler, ip string) {
+	t.Helper()
+	const G, L, rounds = 8, 5, 20
+	var passed, refused atomic.Int64
+	var arrived sync.WaitGroup
+	arrived.Add(G)
+	release := make(chan struct{})
+	go func() { arrived.Wait(); close(release) }()
+	var wg sync.WaitGroup
+	for g := range G {
+		wg.Go(func() {
+			for i := range rounds {
+				first := i == 0
+				res := serveNext(t, h, ip, func(w http.ResponseWriter, r *http.Request) error {
+					if first {
+						arrived.Done()
+						select {
+						case <-release:
+						case <-time.After(10 * time.Second):
+							t.Errorf("client %d: the first %d requests did not all pass their check", g, G)
+						}
+					}
+					w.WriteHeader(http.StatusUnauthorized)
+					return nil
+				})
+				switch {
+				case res.passed && res.status == 401:
+					passed.Add(1)
+				case !res.passed && res.status == 429:
+					if first {
+						arrived.Done() // refused before the hold: let the others go
+						t.Errorf("client %d: first request refused with nothing charged yet", g)
+					}
+					refused.Add(1)
+				default:
+					t.Errorf("client %d request %d: passed %v status %d", g, i, res.passed, res.status)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d clients x %d failing requests, limit %d: %d passed, %d refused", G, rounds, L, passed.Load(), refused.Load())
+	// The first G all passed (held until all had); a client whose charge
+	// landed may pass again while fewer than L charges have.
+	if p := passed.Load(); p < G || p > L+G-1 {
+		t.Fatalf("%d failing requests passed, want %d (the %d held in flight) .. %d (the bound L + G - 1)", p, G, G, L+G-1)
+	}
+}
+
+func TestChargeOnInFlightBoundMemory(t *testing.T) {
+	c := &fakeClock{ns: int64(time.Hour)}
+	checkInFlightBound(t, memoryHandler(t, c, loginZone("charge-inflight-mem")), "192.0.2.20")
+}
+
+func TestChargeOnInFlightBoundRedis(t *testing.T) {
+	rs := startRedis(t)
+	checkInFlightBound(t, redisHandler(t, rs, "deny", loginZone("charge-inflight-redis")), "192.0.2.20")
+}
+
+// checkFreeRunningBound: G clients of one caller send failing requests as
+// fast as they can, each answered after a short random delay; at least the
+// limit L passes and at most L + G - 1.
+func checkFreeRunningBound(t *testing.T, h *Handler, ip string) {
+	t.Helper()
+	const G, L, rounds = 8, 5, 30
+	var passed atomic.Int64
+	var wg sync.WaitGroup
+	for g := range G {
+		wg.Go(func() {
+			for i := range rounds {
+				res := serveNext(t, h, ip, func(w http.ResponseWriter, r *http.Request) error {
+					time.Sleep(time.Duration(g*i%5) * 200 * time.Microsecond)
+					return caddyhttp.Error(http.StatusForbidden, errors.New("no"))
+				})
+				if res.passed {
+					passed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("free running: %d clients x %d failing requests, limit %d: %d passed", G, rounds, L, passed.Load())
+	if p := passed.Load(); p < L || p > L+G-1 {
+		t.Fatalf("%d failing requests passed, want %d..%d (the limit, plus at most one per other request in flight)", p, L, L+G-1)
+	}
+}
+
+func TestChargeOnFreeRunningBoundMemory(t *testing.T) {
+	c := &fakeClock{ns: int64(time.Hour)}
+	checkFreeRunningBound(t, memoryHandler(t, c, loginZone("charge-free-mem")), "192.0.2.21")
+}
+
+func TestChargeOnFreeRunningBoundRedis(t *testing.T) {
+	rs := startRedis(t)
+	checkFreeRunningBound(t, redisHandler(t, rs, "deny", loginZone("charge-free-redis")), "192.0.2.21")
+}
+
+// TestChargeOnWithOtherZones: a charge_on zone only checks up front; a zone
+// without charge_on is charged up front as before, and a request the
+// charge_on zone refuses consumes nothing there.
+func TestChargeOnWithOtherZones(t *testing.T) {
+	c := &fakeClock{ns: int64(time.Hour)}
+	h := memoryHandler(t, c,
+		&Zone{Name: "charge-mix-fail", Rate: "1/1h", Burst: 1, ChargeOn: &ChargeOn{Status: []int{401}}},
+		&Zone{Name: "charge-mix-all", Rate: "1/1h", Burst: 3},
+	)
+	for i, want := range []int{200, 401, 401, 429, 429, 429} {
+		if res := serveNext(t, h, "192.0.2.30", login(i == 0, false)); res.status != want {
+			t.Fatalf("request %d: %d, want %d", i+1, res.status, want)
+		}
+	}
+	// charge-mix-all took 3 (refused ones consumed nothing): one is left.
+	h2 := memoryHandler(t, c, &Zone{Name: "charge-mix-all", Rate: "1/1h", Burst: 3})
+	for i, want := range []int{200, 429} {
+		if res := serveNext(t, h2, "192.0.2.30", login(true, false)); res.status != want {
+			t.Fatalf("charge-mix-all afterwards, request %d: %d, want %d", i+1, res.status, want)
+		}
+	}
+}
+
+// TestChargeOnObserve: observe passes a request enforce would refuse and
+// charges it nothing, consuming exactly what enforce would.
+func TestChargeOnObserve(t *testing.T) {
+	c := &fakeClock{ns: int64(time.Hour)}
+	z := loginZone("charge-observe")
+	h := provision(t, &Handler{Zones: []*Zone{z}, Mode: ModeObserve}, c)
+	for i := range 9 {
+		res := serveNext(t, h, "192.0.2.40", login(false, false))
+		if res.status != 401 {
+			t.Fatalf("observe, request %d: %d", i+1, res.status)
+		}
+		if marked := res.vars[ObservedVar] != nil; marked != (i >= 5) {
+			t.Fatalf("observe, request %d marked %v", i+1, marked)
+		}
+	}
+	// Only the 5 enforce would have let through were charged: 2 minutes on,
+	// one is allowed again.
+	c.ns += int64(2*time.Minute + time.Second)
+	if res := serveNext(t, h, "192.0.2.40", login(false, false)); res.vars[ObservedVar] != nil {
+		t.Fatal("refused requests were charged in observe mode")
+	}
+}
+
+// TestChargeOnWriteOrder: the charge lands before the response is written
+// on, and an informational status is not the response's.
+func TestChargeOnWriteOrder(t *testing.T) {
+	c := &fakeClock{ns: int64(time.Hour)}
+	h := memoryHandler(t, c, &Zone{Name: "charge-order", Rate: "1/1h", ChargeOn: &ChargeOn{Status: []int{401}}})
+	serveNext(t, h, "192.0.2.50", func(w http.ResponseWriter, r *http.Request) error {
+		w.WriteHeader(http.StatusEarlyHints)
+		if !h.zones[0].peekAllowed("192.0.2.50") {
+			t.Error("charged for 103 Early Hints")
+		}
+		w.WriteHeader(http.StatusUnauthorized)
+		if h.zones[0].peekAllowed("192.0.2.50") {
+			t.Error("401 written, not yet charged")
+		}
+		return nil
+	})
+}
+
+// peekAllowed is whether a charge_on memory zone would let key through now.
+func (z *zone) peekAllowed(key string) bool {
+	var o outcome
+	return decideOne(z, z.key.fromString(key).hash(), int64(time.Hour), &o)
+}
+
+func TestChargeOnCaddyfile(t *testing.T) {
+	for in, want := range map[string]string{
+		"charge_on status 401 403":                   "",
+		"charge_on status":                           "charge_on: no status",
+		"charge_on status 99":                        "charge_on status 99: must be an HTTP status, 100..599",
+		"charge_on status abc":                       `charge_on status "abc": must be a number`,
+		"charge_on header X":                         `charge_on "header": want charge_on status <code>...`,
+		"charge_on":                                  "wrong argument count",
+		"charge_on status 401\ncharge_on status 403": "charge_on given twice",
+	} {
+		d := caddyfile.NewTestDispenser("throttle {\nzone z {\nrate 5/10m\n" + in + "\n}\n}")
+		var h Handler
+		err := h.UnmarshalCaddyfile(d)
+		if want == "" {
+			if err != nil || h.Zones[0].ChargeOn == nil || len(h.Zones[0].ChargeOn.Status) != 2 {
+				t.Errorf("%q: %v, %+v", in, err, h.Zones[0].ChargeOn)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want one saying %q", in, err, want)
+		}
+	}
+	// JSON goes through the same check.
+	h := &Handler{Zones: []*Zone{{Name: "charge-json", Rate: "1/s", ChargeOn: &ChargeOn{}}}}
+	ctx, cancel := newContext()
+	defer cancel()
+	if err := h.Provision(ctx); err == nil || !strings.Contains(err.Error(), `zone "charge-json": charge_on: no status`) {
+		t.Fatalf("JSON charge_on without status: %v", err)
+	}
+}
