@@ -275,13 +275,13 @@ func compileZone(zc *Zone) (*zone, error) {
 	}
 	return &zone{
 		chargeOn: chargeOn,
-		name:   zc.Name,
-		key:    k,
-		rate:   r,
-		burst:  zc.Burst,
-		limit:  newLimit(r, zc.Burst),
-		quoted: sfString(zc.Name),
-		reject: fmt.Errorf("throttle: zone %s: rate limit exceeded", strconv.Quote(zc.Name)),
+		name:     zc.Name,
+		key:      k,
+		rate:     r,
+		burst:    zc.Burst,
+		limit:    newLimit(r, zc.Burst),
+		quoted:   sfString(zc.Name),
+		reject:   fmt.Errorf("throttle: zone %s: rate limit exceeded", strconv.Quote(zc.Name)),
 	}, nil
 }
 
