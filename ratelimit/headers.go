@@ -68,36 +68,40 @@ var pkSecret = func() []byte {
 	return b
 }()
 
-var pkHashes = sync.Pool{New: func() any { return hmac.New(sha256.New, pkSecret) }}
+// pkHasher is an HMAC with room for its input and output: pooled together,
+// so hashing allocates nothing (a buffer on the stack would escape, the hash
+// being behind an interface).
+type pkHasher struct {
+	mac hash.Hash
+	buf [64]byte
+	sum [sha256.Size]byte
+}
+
+var pkHashers = sync.Pool{New: func() any { return &pkHasher{mac: hmac.New(sha256.New, pkSecret)} }}
 
 // pk is the partition key of rk: HMAC-SHA256 of the key's canonical bytes
 // (an address prefix or the key text, told apart by the first byte),
 // truncated to pkSize bytes.
 func (rk requestKey) pk() (out [pkSize]byte) {
-	m := pkHashes.Get().(hash.Hash)
-	m.Reset()
-	var buf [18]byte
+	p := pkHashers.Get().(*pkHasher)
+	p.mac.Reset()
 	if rk.isAddr {
 		a := rk.addr.Addr().As16()
-		buf[0] = 'a'
-		copy(buf[1:], a[:])
-		buf[17] = byte(rk.addr.Bits())
-		m.Write(buf[:])
+		p.buf[0] = 'a'
+		copy(p.buf[1:], a[:])
+		p.buf[17] = byte(rk.addr.Bits())
+		p.mac.Write(p.buf[:18])
 	} else {
-		buf[0] = 't'
-		m.Write(buf[:1])
-		// In pieces through a buffer on the stack: []byte(rk.text) would
-		// allocate, the hash being behind an interface.
-		var chunk [64]byte
+		p.buf[0] = 't'
+		p.mac.Write(p.buf[:1])
 		for s := rk.text; s != ""; {
-			n := copy(chunk[:], s)
-			m.Write(chunk[:n])
+			n := copy(p.buf[:], s)
+			p.mac.Write(p.buf[:n])
 			s = s[n:]
 		}
 	}
-	var sum [sha256.Size]byte
-	copy(out[:], m.Sum(sum[:0]))
-	pkHashes.Put(m)
+	copy(out[:], p.mac.Sum(p.sum[:0]))
+	pkHashers.Put(p)
 	return out
 }
 
