@@ -92,3 +92,24 @@ func FuzzParseKeyTemplate(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAcceptsProblem: any Accept value is read without panicking; one that
+// opts in names the media type; naming it (with no weight) after any value
+// opts in, and a single media range with weight 0 never does.
+func FuzzAcceptsProblem(f *testing.F) {
+	for _, s := range []string{"application/problem+json", "text/html, application/problem+json;q=0.5", "application/problem+json;q=0", "*/*", "application/json", "", ";;,,", "application/problem+json;q=", "APPLICATION/PROBLEM+JSON ; Q=1.000", "a;q=0x1p0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := acceptsProblem([]string{s})
+		if got && !strings.Contains(strings.ToLower(s), problemMedia) {
+			t.Fatalf("%q accepted without naming %s", s, problemMedia)
+		}
+		if !acceptsProblem([]string{s + "," + problemMedia}) {
+			t.Fatalf("%q followed by %s not accepted", s, problemMedia)
+		}
+		if !strings.ContainsAny(s, ",;") && acceptsProblem([]string{s + ";q=0"}) {
+			t.Fatalf("%q;q=0 accepted", s)
+		}
+	})
+}

@@ -85,6 +85,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return next.ServeHTTP(w, r)
 	}
 	w.Header().Set("Retry-After", strconv.FormatInt(max(1, ceilSeconds(wait)), 10))
+	if h.writeProblem(w, r) {
+		return nil
+	}
 	return caddyhttp.Error(h.Status, z.reject)
 }
 

@@ -23,7 +23,9 @@ func init() {
 // Handler limits how often each caller may make requests. Every zone is
 // checked; a request passes only if all of them allow it, and one rejected
 // by any zone consumes nothing in any zone. A rejection returns an HTTP
-// error (429 by default) with Retry-After, so `handle_errors` applies.
+// error (429 by default) with Retry-After, so `handle_errors` applies; a
+// client that accepts application/problem+json on a server without
+// handle_errors gets RFC 9457 problem details instead (problem.go).
 type Handler struct {
 	// Zones to check, each with its own key, rate and burst.
 	Zones []*Zone `json:"zones,omitempty"`
