@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // serveNext runs one request from clientIP through h with next as the rest
@@ -334,5 +335,47 @@ func TestChargeOnCaddyfile(t *testing.T) {
 	defer cancel()
 	if err := h.Provision(ctx); err == nil || !strings.Contains(err.Error(), `zone "charge-json": charge_on: no status`) {
 		t.Fatalf("JSON charge_on without status: %v", err)
+	}
+}
+
+// TestChargeOnRedisFailsAtCharge: Redis gone between the check and the
+// charge: the response stands, the failure is counted, nothing panics.
+func TestChargeOnRedisFailsAtCharge(t *testing.T) {
+	rs := startRedis(t)
+	h := redisHandler(t, rs, "deny", loginZone("charge-redis-gone"))
+	var m dto.Metric
+	storeErrors := func() float64 {
+		if err := throttleMetrics.storeErrors.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
+	before := storeErrors()
+	res := serveNext(t, h, "192.0.2.70", func(w http.ResponseWriter, r *http.Request) error {
+		rs.kill()
+		w.WriteHeader(http.StatusUnauthorized)
+		return nil
+	})
+	if !res.passed || res.status != 401 {
+		t.Fatalf("response: passed %v, %d; want the 401 as written", res.passed, res.status)
+	}
+	if got := storeErrors() - before; got != 1 {
+		t.Fatalf("store errors grew by %v, want 1 (the charge)", got)
+	}
+}
+
+// TestChargeOnPartOfZoneDefinition: one config may not name a zone with
+// charge_on in one handler and without (or with other statuses) in another.
+func TestChargeOnPartOfZoneDefinition(t *testing.T) {
+	ctx, cancel := newContext()
+	defer cancel()
+	provisionIn(t, ctx, &Handler{Zones: []*Zone{loginZone("charge-def")}}, nil)
+	other := loginZone("charge-def")
+	other.ChargeOn.Status = []int{401}
+	for _, z := range []*Zone{other, {Name: "charge-def", Rate: "5/10m", Burst: 4}} {
+		err := (&Handler{Zones: []*Zone{z}}).Provision(ctx)
+		if err == nil || !strings.Contains(err.Error(), "defined twice differently") || !strings.Contains(err.Error(), "charge_on status") {
+			t.Fatalf("zone redefined with charge_on %+v: %v", z.ChargeOn, err)
+		}
 	}
 }
