@@ -303,7 +303,8 @@ func BenchmarkMemoryFlood(b *testing.B) {
 // client_ip, memory decision, both RateLimit headers, counters. Compare
 // with Caddy's own cost per request (tens of µs) for the end-to-end share.
 // two-zones-one-key is the usual short-burst plus sustained limit on one
-// caller: the key is derived once for both zones.
+// caller: the key is derived once for both zones. charge-on adds the
+// response writer wrapper and the charge after the response.
 func BenchmarkHandler(b *testing.B) {
 	for _, bc := range []struct {
 		name  string
@@ -311,6 +312,9 @@ func BenchmarkHandler(b *testing.B) {
 	}{
 		{"one-zone", []*Zone{{Name: "bench-handler", Rate: "1000000/s", Burst: 100}}},
 		{"two-zones-one-key", []*Zone{{Name: "bench-handler-burst", Rate: "1000000/s", Burst: 100}, {Name: "bench-handler-sustained", Rate: "1000000/s", Burst: 50}}},
+		// charge_on: the check, the wrapped writer, and a charge (next
+		// answers 200, charged here so the charge's cost is in).
+		{"charge-on", []*Zone{{Name: "bench-handler-charge", Rate: "1000000/s", Burst: 100, ChargeOn: &ChargeOn{Status: []int{200}}}}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			// The clock advances 1µs a request, the rate's interval: never hit.
