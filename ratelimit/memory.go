@@ -194,7 +194,9 @@ func (s *shard) evictOne() {
 // decideMemory decides one request across zones, all or nothing: the shards
 // of every zone are locked (in zone order, so concurrent requests cannot
 // deadlock), every zone is checked, and only if all allow is any TAT
-// advanced, but a charge_on zone's, which its response charges (chargeMemory). zones must be sorted by seq; out receives one outcome per zone.
+// advanced, but a charge_on zone's, which its response charges
+// (chargeMemory). zones must be sorted by seq; out receives one outcome per
+// zone.
 func decideMemory(zones []*zone, hashes []uint64, now int64, out []outcome) bool {
 	if len(zones) == 1 {
 		return decideOne(zones[0], hashes[0], now, &out[0])
