@@ -2,6 +2,9 @@ package ratelimit
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"hash/fnv"
 	"errors"
 	"fmt"
 	"net"
@@ -235,11 +238,12 @@ type redisBackend struct {
 	// store is what handlers sharing a zone must agree on: the server, db
 	// and key_prefix, which together say where the zone's keys live.
 	store string
-	// Set by prepare, in the handler's zone order: each zone's key prefix
-	// and its script arguments (interval, tolerance), the same on every
-	// request.
-	zoneKeys []string
-	args     []string
+	// Set by prepare, in the handler's zone order: each zone's key after
+	// the hash tag, its script arguments (interval, tolerance) and interval
+	// in microseconds, the same on every request.
+	zoneKeys  []string
+	args      []string
+	intervals []int64
 }
 
 // resolved is s with Caddy's global placeholders ({env.*}, {file.*}, ...)
@@ -308,8 +312,10 @@ func (b *redisBackend) release() { _, _ = redisConns.Delete(b.poolKey) }
 func (b *redisBackend) prepare(zones []*zone) {
 	b.zoneKeys = make([]string, len(zones))
 	b.args = make([]string, 0, 2*len(zones))
+	b.intervals = make([]int64, len(zones))
 	for i, z := range zones {
-		b.zoneKeys[i] = b.prefix + z.name + ":"
+		b.intervals[i] = z.limit.interval / 1000
+		b.zoneKeys[i] = "}:" + z.name + ":"
 		b.args = append(b.args,
 			strconv.FormatInt(z.limit.interval/1000, 10),
 			strconv.FormatInt(z.limit.tolerance/1000, 10))
@@ -333,29 +339,193 @@ func (b *redisBackend) decide(ctx context.Context, keys []requestKey, out []outc
 		b.conn.failed(now)
 		return false, err
 	}
-	res, err := gcraScript.Exec(ctx, client, b.names(keys), b.args).AsIntSlice()
-	if err == nil && len(res) != 1+2*len(keys) {
-		err = fmt.Errorf("redis GCRA script returned %d values, want %d", len(res), 1+2*len(keys))
+	var tags [maxZones]tag
+	names := b.names(keys, tags[:len(keys)])
+	var allowed bool
+	if client.Mode() == rueidis.ClientModeCluster {
+		allowed, err = b.decideSlots(ctx, client, names, tags[:len(keys)], out)
+	} else {
+		allowed, err = decideScript(ctx, client, names, b.args, out)
 	}
 	if err != nil {
 		b.conn.failed(time.Now().UnixNano())
 		return false, err
 	}
 	b.conn.succeeded()
-	for i := range keys {
+	return allowed, nil
+}
+
+// decideScript runs the GCRA script once for names, all zones of a request
+// (standalone Redis) or those of one slot (cluster), atomically.
+func decideScript(ctx context.Context, client rueidis.Client, names, args []string, out []outcome) (bool, error) {
+	res, err := runScript(ctx, client, names, args)
+	if err != nil {
+		return false, err
+	}
+	return scriptOutcomes(res, out)
+}
+
+// scriptOutcomes reads the script's answer into out, one per key.
+func scriptOutcomes(res []int64, out []outcome) (bool, error) {
+	if len(res) != 1+2*len(out) {
+		return false, fmt.Errorf("redis GCRA script returned %d values, want %d", len(res), 1+2*len(out))
+	}
+	for i := range out {
 		out[i] = outcome{allowed: res[1+2*i] == 1, after: res[2+2*i] * 1000}
 	}
 	return res[0] == 1, nil
 }
 
-// names are the Redis keys of one request, one per zone.
-func (b *redisBackend) names(keys []requestKey) []string {
+// decideSlots decides on a Redis Cluster, where one script may only touch
+// keys of one slot. Zones whose request keys are equal share a hash tag,
+// hence a slot, and are decided together as on a single node. Zones keyed
+// differently (say per address and per user) land in different slots: each
+// slot's zones are decided atomically, all slots in one round trip; if any
+// says no, the slots that consumed are refunded in a second one, so a
+// rejected request consumes nothing, as on a single node. Between the two,
+// a concurrent request of the same caller may see the consumption about to
+// be refunded and be rejected: the limit errs on the strict side, never
+// lets more through than the rate.
+func (b *redisBackend) decideSlots(ctx context.Context, client rueidis.Client, names []string, tags []tag, out []outcome) (bool, error) {
+	var groups [maxZones][]int // zone indexes of each tag
+	n := 0
+	for i := range names {
+		g := 0
+		for g < n && tags[groups[g][0]] != tags[i] {
+			g++
+		}
+		if g == n {
+			n++
+		}
+		groups[g] = append(groups[g], i)
+	}
+	if n == 1 {
+		return decideScript(ctx, client, names, b.args, out)
+	}
+	execs := make([]rueidis.LuaExec, n)
+	for g, zs := range groups[:n] {
+		for _, i := range zs {
+			execs[g].Keys = append(execs[g].Keys, names[i])
+			execs[g].Args = append(execs[g].Args, b.args[2*i], b.args[2*i+1])
+		}
+	}
+	results, err := runScripts(ctx, client, gcraScript, execs)
+	if err != nil {
+		return false, err
+	}
+	allowed := true
+	var consumed [maxZones]bool
+	var one [maxZones]outcome
+	for g, zs := range groups[:n] {
+		res, err := results[g].AsIntSlice()
+		if err != nil {
+			return false, err
+		}
+		ok, err := scriptOutcomes(res, one[:len(zs)])
+		if err != nil {
+			return false, err
+		}
+		consumed[g], allowed = ok, allowed && ok
+		for k, i := range zs {
+			out[i] = one[k]
+		}
+	}
+	if allowed {
+		return true, nil
+	}
+	var refunds []rueidis.LuaExec
+	for g, zs := range groups[:n] {
+		if !consumed[g] {
+			continue
+		}
+		var r rueidis.LuaExec
+		for _, i := range zs {
+			r.Keys = append(r.Keys, names[i])
+			r.Args = append(r.Args, b.args[2*i])
+			out[i].after -= b.intervals[i] * 1000 // as if never consumed
+		}
+		refunds = append(refunds, r)
+	}
+	results, err = runScripts(ctx, client, refundScript, refunds)
+	if err != nil {
+		return false, fmt.Errorf("refunding a rejected request's other slots: %w", err)
+	}
+	for _, r := range results {
+		if err := r.Error(); err != nil {
+			return false, fmt.Errorf("refunding a rejected request's other slots: %w", err)
+		}
+	}
+	return false, nil
+}
+
+// refundScript takes back one interval from each key (ARGV: each key's
+// interval in microseconds), undoing what gcraScript committed for a
+// request that another slot rejected.
+var refundScript = rueidis.NewLuaScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+for i = 1, #KEYS do
+  local tat = tonumber(redis.call('GET', KEYS[i]))
+  if tat then
+    tat = math.max(now, tat - tonumber(ARGV[i]))
+    redis.call('SET', KEYS[i], string.format('%d', tat), 'PX', string.format('%d', math.max(1, math.ceil((tat - now) / 1000))))
+  end
+end
+return 0
+`)
+
+// runScript runs the GCRA script. A command the client refuses to send
+// (rueidis's cluster client panics on keys of different slots) is this
+// decision's error, which on_error handles, never a panic.
+func runScript(ctx context.Context, client rueidis.Client, names, args []string) (res []int64, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("redis client refused the GCRA script for keys %q: %v", names, r)
+		}
+	}()
+	return gcraScript.Exec(ctx, client, names, args).AsIntSlice()
+}
+
+// runScripts runs script once per exec, in one round trip; a refusal is an
+// error, as in runScript.
+func runScripts(ctx context.Context, client rueidis.Client, script *rueidis.Lua, execs []rueidis.LuaExec) (res []rueidis.RedisResult, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("redis client refused a script: %v", r)
+		}
+	}()
+	return script.ExecMulti(ctx, client, execs...), nil
+}
+
+// tag is a key's Redis Cluster hash tag.
+type tag [8]byte
+
+// names are the Redis keys of one request, one per zone:
+// <key_prefix>{<tag>}:<zone>:<key>, the tag being 8 hex digits of FNV-1a
+// over <key>. Zones of one request with the same key share it, hence one
+// Redis Cluster slot; callers spread over the cluster's nodes. tags gets
+// each name's tag.
+func (b *redisBackend) names(keys []requestKey, tags []tag) []string {
 	names := make([]string, len(keys))
-	var buf [256]byte // one allocation per name: its string
+	var buf, kb [256]byte // one allocation per name: its string
 	for i, k := range keys {
-		names[i] = string(k.appendRedisName(append(buf[:0], b.zoneKeys[i]...)))
+		key := k.appendRedisName(kb[:0])
+		tags[i] = hashTag(key)
+		name := append(append(append(buf[:0], b.prefix...), '{'), tags[i][:]...)
+		name = append(append(name, b.zoneKeys[i]...), key...)
+		names[i] = string(name)
 	}
 	return names
+}
+
+// hashTag is FNV-1a (32 bits) of key in hexadecimal: the same on every
+// Caddy node, whatever its hash seed.
+func hashTag(key []byte) tag {
+	h := fnv.New32a()
+	h.Write(key)
+	var t tag
+	hex.Encode(t[:], binary.BigEndian.AppendUint32(nil, h.Sum32()))
+	return t
 }
 
 func netDialer(timeout time.Duration) net.Dialer {
