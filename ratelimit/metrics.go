@@ -13,6 +13,7 @@ var throttleMetrics = newThrottleMetrics()
 type collectors struct {
 	requests    *prometheus.CounterVec
 	storeErrors prometheus.Counter
+	breakerOpen prometheus.GaugeFunc
 	zones       *zoneCollector
 }
 
@@ -25,6 +26,10 @@ func newThrottleMetrics() (m collectors) {
 		Namespace: "caddy", Subsystem: "throttle", Name: "store_errors_total",
 		Help: "Decisions the store could not make (Redis error, timeout or open breaker); on_error applied.",
 	})
+	m.breakerOpen = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "caddy", Subsystem: "throttle", Name: "store_breaker_open",
+		Help: "Redis servers whose breaker is open: decisions go to on_error without asking Redis until a probe succeeds (0 when all are healthy).",
+	}, openBreakers)
 	m.zones = &zoneCollector{}
 	return m
 }
@@ -39,7 +44,7 @@ type zoneCounters struct {
 // throttle handlers share one registry per config.
 func registerMetrics(reg *prometheus.Registry) error {
 	m := &throttleMetrics
-	return edgemetrics.RegisterAll(reg, m.requests, m.storeErrors, m.zones)
+	return edgemetrics.RegisterAll(reg, m.requests, m.storeErrors, m.breakerOpen, m.zones)
 }
 
 func newZoneCounters(zone string) zoneCounters {

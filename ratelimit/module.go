@@ -142,7 +142,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.Store.Type == StoreMemory {
 		maxKeys = h.Store.MaxKeys
 	} else {
-		b, err := newRedisBackend(h.Store.Redis)
+		b, err := newRedisBackend(h.Store.Redis, h.logger)
 		if err != nil {
 			return fmt.Errorf("throttle: redis store: %v", err)
 		}

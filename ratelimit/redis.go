@@ -16,6 +16,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/rueidis"
+	"go.uber.org/zap"
 )
 
 // gcraScript decides one request for every zone at once, atomically, on the
@@ -214,23 +215,63 @@ func (c *redisConn) admit(now int64) bool {
 	return now >= until && c.probing.CompareAndSwap(false, true)
 }
 
-func (c *redisConn) succeeded() {
+// succeeded closes the breaker; it reports whether it was open.
+func (c *redisConn) succeeded() (closed bool) {
 	if c.failures.Load() != 0 || c.openUntil.Load() != 0 {
 		c.failures.Store(0)
-		c.openUntil.Store(0)
+		closed = c.openUntil.Swap(0) != 0
 		c.probing.Store(false)
+	}
+	return closed
+}
+
+// failed counts a failure; it reports whether this one opened the breaker
+// (a failed probe keeps it open: no new opening).
+func (c *redisConn) failed(now int64) (opened bool) {
+	if c.failures.Add(1) >= breakerThreshold || c.probing.Load() {
+		opened = c.openUntil.Swap(now+int64(breakerCooldown)) == 0
+		c.probing.Store(false)
+	}
+	return opened
+}
+
+// isOpen reports whether the breaker is open (or half-open: waiting for a
+// probe to succeed).
+func (c *redisConn) isOpen() bool { return c.openUntil.Load() != 0 }
+
+// openBreakers counts the Redis servers whose breaker is open, for the
+// gauge caddy_throttle_store_breaker_open.
+func openBreakers() float64 {
+	n := 0
+	redisConns.Range(func(_, v any) bool {
+		if c, ok := v.(*redisConn); ok && c.isOpen() {
+			n++
+		}
+		return true
+	})
+	return float64(n)
+}
+
+// failed records a failed decision on b's server; the one that opens the
+// breaker says so at warning level, once per opening, as requests decided
+// by on_error without asking Redis are logged at debug level only.
+func (b *redisBackend) failed(now int64, err error) {
+	if b.conn.failed(now) {
+		b.logger.Warn("redis breaker opened: requests are decided by on_error without asking Redis, one probe a second, until one succeeds (gauge caddy_throttle_store_breaker_open)",
+			zap.String("redis", b.address), zap.Int("consecutive_failures", breakerThreshold), zap.Duration("cooldown", breakerCooldown), zap.Error(err))
 	}
 }
 
-func (c *redisConn) failed(now int64) {
-	if c.failures.Add(1) >= breakerThreshold || c.probing.Load() {
-		c.openUntil.Store(now + int64(breakerCooldown))
-		c.probing.Store(false)
+func (b *redisBackend) succeeded() {
+	if b.conn.succeeded() {
+		b.logger.Info("redis breaker closed: Redis decides again", zap.String("redis", b.address))
 	}
 }
 
 // redisBackend is a handler's view of a shared redisConn.
 type redisBackend struct {
+	logger  *zap.Logger
+	address string
 	poolKey string
 	conn    *redisConn
 	prefix  string
@@ -271,7 +312,7 @@ func (s *RedisStore) resolved() (*RedisStore, error) {
 	return &r, nil
 }
 
-func newRedisBackend(s *RedisStore) (*redisBackend, error) {
+func newRedisBackend(s *RedisStore, logger *zap.Logger) (*redisBackend, error) {
 	s, err := s.resolved()
 	if err != nil {
 		return nil, err
@@ -298,6 +339,8 @@ func newRedisBackend(s *RedisStore) (*redisBackend, error) {
 	}
 	v.(*redisConn).warm()
 	return &redisBackend{
+		logger:  logger,
+		address: s.Address,
 		poolKey: key,
 		conn:    v.(*redisConn),
 		prefix:  s.KeyPrefix,
@@ -336,7 +379,7 @@ func (b *redisBackend) decide(ctx context.Context, keys []requestKey, out []outc
 	defer cancel()
 	client, err := b.conn.get(ctx)
 	if err != nil {
-		b.conn.failed(now)
+		b.failed(now, err)
 		return false, err
 	}
 	var tags [maxZones]tag
@@ -348,10 +391,10 @@ func (b *redisBackend) decide(ctx context.Context, keys []requestKey, out []outc
 		allowed, err = decideScript(ctx, client, names, b.args, out)
 	}
 	if err != nil {
-		b.conn.failed(time.Now().UnixNano())
+		b.failed(time.Now().UnixNano(), err)
 		return false, err
 	}
-	b.conn.succeeded()
+	b.succeeded()
 	return allowed, nil
 }
 
