@@ -208,6 +208,9 @@ func (h *Handler) Validate() error {
 		if _, err := parseOnError(string(r.OnError)); err != nil {
 			return err
 		}
+		if err := checkTLS(r.TLS); err != nil {
+			return err
+		}
 	}
 	if _, err := parseMode(string(h.Mode)); err != nil {
 		return err

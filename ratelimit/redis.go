@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -70,6 +71,8 @@ type RedisStore struct {
 	// open: `allow` (default) lets the request through, `deny` answers 503
 	// with Retry-After.
 	OnError OnError `json:"on_error,omitempty"`
+	// TLS connects over TLS (managed Redis); default plain TCP.
+	TLS *RedisTLS `json:"tls,omitempty"`
 }
 
 // errBreakerOpen is returned without asking Redis while it is failing.
@@ -88,10 +91,15 @@ var redisConns = caddy.NewUsagePool()
 // when Redis is down, and on_error decides what requests see meanwhile.
 type redisConn struct {
 	opt     rueidis.ClientOption
-	mu      sync.Mutex
-	client  rueidis.Client
-	dialing *dialAttempt // the connect attempt running, if any
-	closed  bool         // destructed: an attempt ending now closes its client
+	logger  *zap.Logger   // the first handler's
+	probe   string        // key the connect probe writes (ACL check)
+	timeout time.Duration // bounds the probe
+
+	lastConnectErr lastError
+	mu             sync.Mutex
+	client         rueidis.Client
+	dialing        *dialAttempt // the connect attempt running, if any
+	closed         bool         // destructed: an attempt ending now closes its client
 
 	failures  atomic.Int32
 	openUntil atomic.Int64 // unix ns; 0 when closed
@@ -172,9 +180,30 @@ func (c *redisConn) warm() {
 }
 
 // connect makes one client for get; the next caller after a failure starts
-// another attempt (the breaker spaces them out).
+// another attempt (the breaker spaces them out). A client is kept only once
+// the probe ran the script: a failing attempt (refused, TLS, AUTH, NOPERM)
+// is logged at error level and counted, since on_error allow would
+// otherwise hide it.
 func (c *redisConn) connect(a *dialAttempt) {
 	cl, err := newRedisClient(c.opt)
+	if err == nil {
+		if err = c.runProbe(cl); err != nil {
+			cl.Close()
+		}
+	}
+	if err != nil {
+		err = fmt.Errorf("connecting to redis %v: %w", c.opt.InitAddress, err)
+		throttleMetrics.connectErrors.Inc()
+		// Attempts repeat once a second while Redis is away: the same
+		// error again goes to debug.
+		level := zap.ErrorLevel
+		if msg := err.Error(); msg == c.lastConnectErr.Swap(&msg) {
+			level = zap.DebugLevel
+		}
+		c.logger.Log(level, "redis connect failed; decisions go to on_error until a connect succeeds (counted in caddy_throttle_store_connect_errors_total)", zap.Error(err))
+	} else {
+		c.lastConnectErr.Store(nil)
+	}
 	c.mu.Lock()
 	switch {
 	case err != nil:
@@ -189,6 +218,33 @@ func (c *redisConn) connect(a *dialAttempt) {
 	c.mu.Unlock()
 	close(a.done)
 }
+
+// runProbe runs the GCRA script once, on a key of its own that expires in
+// a millisecond, so that an ACL user lacking a permission the script needs
+// is reported at connect, with the fix, rather than as each decision's
+// error.
+func (c *redisConn) runProbe(cl rueidis.Client) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	_, err := runScript(ctx, cl, []string{c.probe}, []string{"1", "0"})
+	if err != nil && strings.Contains(err.Error(), "NOPERM") {
+		return fmt.Errorf("the ACL user lacks a permission the throttle script needs (%w): grant at least `+evalsha +eval +time +get +set ~%s*` (see docs/throttle.md, ACL)", err, strings.SplitN(c.probe, "{", 2)[0])
+	}
+	return err
+}
+
+// lastError is the text of the last failed connect attempt's error.
+type lastError struct{ p atomic.Pointer[string] }
+
+// Swap stores msg and returns the previous text ("" if none).
+func (l *lastError) Swap(msg *string) string {
+	if old := l.p.Swap(msg); old != nil {
+		return *old
+	}
+	return ""
+}
+
+func (l *lastError) Store(msg *string) { l.p.Store(msg) }
 
 // newRedisClient runs rueidisNewClient where no request can recover a
 // panic (connect's own goroutine): a panic in the client's constructor becomes
@@ -317,13 +373,20 @@ func newRedisBackend(s *RedisStore, logger *zap.Logger) (*redisBackend, error) {
 	if err != nil {
 		return nil, err
 	}
-	key := strings.Join([]string{s.Address, s.Username, s.Password, strconv.Itoa(s.DB)}, "\x00")
+	var tlsConfig *tls.Config
+	if s.TLS != nil {
+		if tlsConfig, err = s.TLS.config(); err != nil {
+			return nil, err
+		}
+	}
+	key := strings.Join([]string{s.Address, s.Username, s.Password, strconv.Itoa(s.DB), s.TLS.identity()}, "\x00")
 	v, _, err := redisConns.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return &redisConn{opt: rueidis.ClientOption{
+		return &redisConn{logger: logger, probe: s.KeyPrefix + "{probe}:acl", timeout: max(time.Second, 10*time.Duration(s.Timeout)), opt: rueidis.ClientOption{
 			InitAddress: []string{s.Address},
 			Username:    s.Username,
 			Password:    s.Password,
 			SelectDB:    s.DB,
+			TLSConfig:   tlsConfig,
 			// RESP2 servers and Valkey forks may lack client tracking; a
 			// limiter never reads cached values anyway.
 			DisableCache: true,
