@@ -227,10 +227,18 @@ func (c *redisConn) runProbe(cl rueidis.Client) error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	_, err := runScript(ctx, cl, []string{c.probe}, []string{"1", "0"})
-	if err != nil && strings.Contains(err.Error(), "NOPERM") {
-		return fmt.Errorf("the ACL user lacks a permission the throttle script needs (%w): grant at least `+evalsha +eval +time +get +set ~%s*` (see docs/throttle.md, ACL)", err, strings.SplitN(c.probe, "{", 2)[0])
+	if err != nil && isNoPerm(err) {
+		return fmt.Errorf("NOPERM: the ACL user lacks a permission the throttle script needs (%w): grant at least `-@all +evalsha +eval +time +get +set ~%s*`, and +cluster|slots on a cluster (see docs/throttle.md, ACL)", err, strings.SplitN(c.probe, "{", 2)[0])
 	}
 	return err
+}
+
+// isNoPerm reports an ACL refusal: NOPERM for a command or key, or, from
+// inside a script, Redis 7.0's "can't run this command" / 7.2's "no
+// permissions".
+func isNoPerm(err error) bool {
+	m := err.Error()
+	return strings.Contains(m, "NOPERM") || strings.Contains(m, "can't run this command") || strings.Contains(m, "no permissions")
 }
 
 // lastError is the text of the last failed connect attempt's error.
@@ -592,15 +600,28 @@ func runScript(ctx context.Context, client rueidis.Client, names, args []string)
 	return gcraScript.Exec(ctx, client, names, args).AsIntSlice()
 }
 
-// runScripts runs script once per exec, in one round trip; a refusal is an
-// error, as in runScript.
-func runScripts(ctx context.Context, client rueidis.Client, script *rueidis.Lua, execs []rueidis.LuaExec) (res []rueidis.RedisResult, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			res, err = nil, fmt.Errorf("redis client refused a script: %v", r)
-		}
-	}()
-	return script.ExecMulti(ctx, client, execs...), nil
+// runScripts runs script once per exec, concurrently: the client pipelines
+// them, one round trip in all (EVALSHA; EVAL once where the node lacks the
+// script). A refusal is that exec's error, as in runScript. (rueidis's
+// ExecMulti would first load the script on every node, on every call.)
+func runScripts(ctx context.Context, client rueidis.Client, script *rueidis.Lua, execs []rueidis.LuaExec) ([]rueidis.RedisResult, error) {
+	res := make([]rueidis.RedisResult, len(execs))
+	errs := make([]error, len(execs))
+	var wg sync.WaitGroup
+	for i, e := range execs {
+		wg.Go(func() {
+			// A panic here would end the process: no request's recover
+			// reaches another goroutine.
+			defer func() {
+				if r := recover(); r != nil {
+					errs[i] = fmt.Errorf("redis client refused a script for keys %q: %v", e.Keys, r)
+				}
+			}()
+			res[i] = script.Exec(ctx, client, e.Keys, e.Args)
+		})
+	}
+	wg.Wait()
+	return res, errors.Join(errs...)
 }
 
 // tag is a key's Redis Cluster hash tag.
