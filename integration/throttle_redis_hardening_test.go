@@ -170,8 +170,8 @@ func TestThrottleRedisPlaceholders(t *testing.T) {
 	}
 	// +OK to AUTH, then KEYS' array: *1, $<length>, the key.
 	reply := redisInline(t, addr, 4, "AUTH "+password, "KEYS *")
-	if reply[0] != "+OK" || reply[1] != "*1" || !strings.HasPrefix(reply[3], "edge-env:env_auth:") {
-		t.Fatalf("Redis answered %q, want one key with the prefix from REDIS_PREFIX, edge-env:env_auth:", reply)
+	if reply[0] != "+OK" || reply[1] != "*1" || !strings.HasPrefix(reply[3], "edge-env:{") || !strings.Contains(reply[3], "}:env_auth:") {
+		t.Fatalf("Redis answered %q, want one key with the prefix from REDIS_PREFIX, edge-env:{<tag>}:env_auth:", reply)
 	}
 
 	for _, field := range []string{"address", "username", "password", "key_prefix"} {

@@ -47,6 +47,13 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        key_prefix <prefix>     # default throttle:
 //	        timeout <duration>      # default 100ms
 //	        on_error allow|deny     # default allow
+//	        tls {                   # TLS; an empty block: system roots
+//	            ca <file>
+//	            cert <file>         # client certificate (mutual TLS),
+//	            key <file>          # with its key
+//	            server_name <name>  # default the address's host
+//	            insecure_skip_verify
+//	        }
 //	    }
 //	    mode enforce|observe        # default enforce
 //	    status <code>               # default 429
@@ -232,6 +239,19 @@ func (z *Zone) unmarshalChargeOn(d *caddyfile.Dispenser) error {
 func (r *RedisStore) unmarshal(d *caddyfile.Dispenser) error {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
+		if opt == "tls" {
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			if r.TLS != nil {
+				return d.Err("throttle: store redis: tls given twice: merge the blocks")
+			}
+			r.TLS = &RedisTLS{}
+			if err := r.TLS.unmarshal(d); err != nil {
+				return err
+			}
+			continue
+		}
 		var val string
 		if !d.Args(&val) || d.NextArg() {
 			return d.ArgErr()

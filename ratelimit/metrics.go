@@ -11,9 +11,11 @@ import (
 var throttleMetrics = newThrottleMetrics()
 
 type collectors struct {
-	requests    *prometheus.CounterVec
-	storeErrors prometheus.Counter
-	zones       *zoneCollector
+	requests      *prometheus.CounterVec
+	storeErrors   prometheus.Counter
+	breakerOpen   prometheus.GaugeFunc
+	connectErrors prometheus.Counter
+	zones         *zoneCollector
 }
 
 func newThrottleMetrics() (m collectors) {
@@ -24,6 +26,14 @@ func newThrottleMetrics() (m collectors) {
 	m.storeErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "caddy", Subsystem: "throttle", Name: "store_errors_total",
 		Help: "Decisions the store could not make (Redis error, timeout or open breaker); on_error applied.",
+	})
+	m.breakerOpen = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "caddy", Subsystem: "throttle", Name: "store_breaker_open",
+		Help: "Redis servers whose breaker is open: decisions go to on_error without asking Redis until a probe succeeds (0 when all are healthy).",
+	}, openBreakers)
+	m.connectErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "throttle", Name: "store_connect_errors_total",
+		Help: "Failed attempts to connect to Redis: refused, TLS (e.g. an unknown CA), AUTH, or the probe script refused (NOPERM).",
 	})
 	m.zones = &zoneCollector{}
 	return m
@@ -39,7 +49,7 @@ type zoneCounters struct {
 // throttle handlers share one registry per config.
 func registerMetrics(reg *prometheus.Registry) error {
 	m := &throttleMetrics
-	return edgemetrics.RegisterAll(reg, m.requests, m.storeErrors, m.zones)
+	return edgemetrics.RegisterAll(reg, m.requests, m.storeErrors, m.breakerOpen, m.connectErrors, m.zones)
 }
 
 func newZoneCounters(zone string) zoneCounters {

@@ -145,7 +145,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.Store.Type == StoreMemory {
 		maxKeys = h.Store.MaxKeys
 	} else {
-		b, err := newRedisBackend(h.Store.Redis)
+		b, err := newRedisBackend(h.Store.Redis, h.logger)
 		if err != nil {
 			return fmt.Errorf("throttle: redis store: %v", err)
 		}
@@ -210,6 +210,9 @@ func (h *Handler) Validate() error {
 			return err
 		}
 		if _, err := parseOnError(string(r.OnError)); err != nil {
+			return err
+		}
+		if err := checkTLS(r.TLS); err != nil {
 			return err
 		}
 	}

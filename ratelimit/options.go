@@ -102,6 +102,20 @@ func checkTimeout(t time.Duration) error {
 	return nil
 }
 
+// checkTLS refuses TLS settings that cannot mean what they say.
+func checkTLS(t *RedisTLS) error {
+	if t == nil {
+		return nil
+	}
+	if (t.Cert == "") != (t.Key == "") {
+		return fmt.Errorf("throttle: store redis: tls: cert and key go together (a client certificate and its private key): give both or neither")
+	}
+	if t.InsecureSkipVerify && (t.CA != "" || t.ServerName != "") {
+		return fmt.Errorf("throttle: store redis: tls: insecure_skip_verify with ca or server_name: it would ignore them and accept any server; remove insecure_skip_verify")
+	}
+	return nil
+}
+
 // zoneError names the zone an error is about, always the same way.
 func zoneError(zone string, err error) error {
 	return fmt.Errorf("throttle: zone %q: %v", zone, err)

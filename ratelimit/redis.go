@@ -2,9 +2,11 @@ package ratelimit
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/rueidis"
+	"go.uber.org/zap"
 )
 
 // gcraScript decides one request for every zone at once, atomically, on the
@@ -84,6 +87,8 @@ type RedisStore struct {
 	// open: `allow` (default) lets the request through, `deny` answers 503
 	// with Retry-After.
 	OnError OnError `json:"on_error,omitempty"`
+	// TLS connects over TLS (managed Redis); default plain TCP.
+	TLS *RedisTLS `json:"tls,omitempty"`
 }
 
 // errBreakerOpen is returned without asking Redis while it is failing.
@@ -102,10 +107,15 @@ var redisConns = caddy.NewUsagePool()
 // when Redis is down, and on_error decides what requests see meanwhile.
 type redisConn struct {
 	opt     rueidis.ClientOption
-	mu      sync.Mutex
-	client  rueidis.Client
-	dialing *dialAttempt // the connect attempt running, if any
-	closed  bool         // destructed: an attempt ending now closes its client
+	logger  *zap.Logger   // the first handler's
+	probe   string        // key the connect probe writes (ACL check)
+	timeout time.Duration // bounds the probe
+
+	lastConnectErr lastError
+	mu             sync.Mutex
+	client         rueidis.Client
+	dialing        *dialAttempt // the connect attempt running, if any
+	closed         bool         // destructed: an attempt ending now closes its client
 
 	failures  atomic.Int32
 	openUntil atomic.Int64 // unix ns; 0 when closed
@@ -186,9 +196,30 @@ func (c *redisConn) warm() {
 }
 
 // connect makes one client for get; the next caller after a failure starts
-// another attempt (the breaker spaces them out).
+// another attempt (the breaker spaces them out). A client is kept only once
+// the probe ran the script: a failing attempt (refused, TLS, AUTH, NOPERM)
+// is logged at error level and counted, since on_error allow would
+// otherwise hide it.
 func (c *redisConn) connect(a *dialAttempt) {
 	cl, err := newRedisClient(c.opt)
+	if err == nil {
+		if err = c.runProbe(cl); err != nil {
+			cl.Close()
+		}
+	}
+	if err != nil {
+		err = fmt.Errorf("connecting to redis %v: %w", c.opt.InitAddress, err)
+		throttleMetrics.connectErrors.Inc()
+		// Attempts repeat once a second while Redis is away: the same
+		// error again goes to debug.
+		level := zap.ErrorLevel
+		if msg := err.Error(); msg == c.lastConnectErr.Swap(&msg) {
+			level = zap.DebugLevel
+		}
+		c.logger.Log(level, "redis connect failed; decisions go to on_error until a connect succeeds (counted in caddy_throttle_store_connect_errors_total)", zap.Error(err))
+	} else {
+		c.lastConnectErr.Store(nil)
+	}
 	c.mu.Lock()
 	switch {
 	case err != nil:
@@ -203,6 +234,41 @@ func (c *redisConn) connect(a *dialAttempt) {
 	c.mu.Unlock()
 	close(a.done)
 }
+
+// runProbe runs the GCRA script once, on a key of its own that expires in
+// a millisecond, so that an ACL user lacking a permission the script needs
+// is reported at connect, with the fix, rather than as each decision's
+// error.
+func (c *redisConn) runProbe(cl rueidis.Client) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	_, err := runScript(ctx, cl, []string{c.probe}, []string{"1", "0", "1"}) // interval, tolerance, charged now (so SET is tried)
+	if err != nil && isNoPerm(err) {
+		return fmt.Errorf("NOPERM: the ACL user lacks a permission the throttle script needs (%w): grant at least `-@all +evalsha +eval +time +get +set ~%s*`, and +cluster|slots on a cluster (see docs/throttle.md, ACL)", err, strings.SplitN(c.probe, "{", 2)[0])
+	}
+	return err
+}
+
+// isNoPerm reports an ACL refusal: NOPERM for a command or key, or, from
+// inside a script, Redis 7.0's "can't run this command" / 7.2's "no
+// permissions".
+func isNoPerm(err error) bool {
+	m := err.Error()
+	return strings.Contains(m, "NOPERM") || strings.Contains(m, "can't run this command") || strings.Contains(m, "no permissions")
+}
+
+// lastError is the text of the last failed connect attempt's error.
+type lastError struct{ p atomic.Pointer[string] }
+
+// Swap stores msg and returns the previous text ("" if none).
+func (l *lastError) Swap(msg *string) string {
+	if old := l.p.Swap(msg); old != nil {
+		return *old
+	}
+	return ""
+}
+
+func (l *lastError) Store(msg *string) { l.p.Store(msg) }
 
 // newRedisClient runs rueidisNewClient where no request can recover a
 // panic (connect's own goroutine): a panic in the client's constructor becomes
@@ -229,23 +295,63 @@ func (c *redisConn) admit(now int64) bool {
 	return now >= until && c.probing.CompareAndSwap(false, true)
 }
 
-func (c *redisConn) succeeded() {
+// succeeded closes the breaker; it reports whether it was open.
+func (c *redisConn) succeeded() (closed bool) {
 	if c.failures.Load() != 0 || c.openUntil.Load() != 0 {
 		c.failures.Store(0)
-		c.openUntil.Store(0)
+		closed = c.openUntil.Swap(0) != 0
 		c.probing.Store(false)
+	}
+	return closed
+}
+
+// failed counts a failure; it reports whether this one opened the breaker
+// (a failed probe keeps it open: no new opening).
+func (c *redisConn) failed(now int64) (opened bool) {
+	if c.failures.Add(1) >= breakerThreshold || c.probing.Load() {
+		opened = c.openUntil.Swap(now+int64(breakerCooldown)) == 0
+		c.probing.Store(false)
+	}
+	return opened
+}
+
+// isOpen reports whether the breaker is open (or half-open: waiting for a
+// probe to succeed).
+func (c *redisConn) isOpen() bool { return c.openUntil.Load() != 0 }
+
+// openBreakers counts the Redis servers whose breaker is open, for the
+// gauge caddy_throttle_store_breaker_open.
+func openBreakers() float64 {
+	n := 0
+	redisConns.Range(func(_, v any) bool {
+		if c, ok := v.(*redisConn); ok && c.isOpen() {
+			n++
+		}
+		return true
+	})
+	return float64(n)
+}
+
+// failed records a failed decision on b's server; the one that opens the
+// breaker says so at warning level, once per opening, as requests decided
+// by on_error without asking Redis are logged at debug level only.
+func (b *redisBackend) failed(now int64, err error) {
+	if b.conn.failed(now) {
+		b.logger.Warn("redis breaker opened: requests are decided by on_error without asking Redis, one probe a second, until one succeeds (gauge caddy_throttle_store_breaker_open)",
+			zap.String("redis", b.address), zap.Int("consecutive_failures", breakerThreshold), zap.Duration("cooldown", breakerCooldown), zap.Error(err))
 	}
 }
 
-func (c *redisConn) failed(now int64) {
-	if c.failures.Add(1) >= breakerThreshold || c.probing.Load() {
-		c.openUntil.Store(now + int64(breakerCooldown))
-		c.probing.Store(false)
+func (b *redisBackend) succeeded() {
+	if b.conn.succeeded() {
+		b.logger.Info("redis breaker closed: Redis decides again", zap.String("redis", b.address))
 	}
 }
 
 // redisBackend is a handler's view of a shared redisConn.
 type redisBackend struct {
+	logger  *zap.Logger
+	address string
 	poolKey string
 	conn    *redisConn
 	prefix  string
@@ -253,11 +359,15 @@ type redisBackend struct {
 	// store is what handlers sharing a zone must agree on: the server, db
 	// and key_prefix, which together say where the zone's keys live.
 	store string
-	// Set by prepare, in the handler's zone order: each zone's key prefix
-	// and its script arguments (interval, tolerance), the same on every
-	// request.
-	zoneKeys []string
-	args     []string
+	// Set by prepare, in the handler's zone order: each zone's key after
+	// the hash tag, its script arguments (interval, tolerance) and interval
+	// in microseconds, the same on every request.
+	zoneKeys  []string
+	args      []string
+	intervals []int64
+	// chargeLater marks charge_on zones: the GCRA script checks them but
+	// charges nothing (charge does, by the response).
+	chargeLater []bool
 }
 
 // resolved is s with Caddy's global placeholders ({env.*}, {file.*}, ...)
@@ -285,18 +395,25 @@ func (s *RedisStore) resolved() (*RedisStore, error) {
 	return &r, nil
 }
 
-func newRedisBackend(s *RedisStore) (*redisBackend, error) {
+func newRedisBackend(s *RedisStore, logger *zap.Logger) (*redisBackend, error) {
 	s, err := s.resolved()
 	if err != nil {
 		return nil, err
 	}
-	key := strings.Join([]string{s.Address, s.Username, s.Password, strconv.Itoa(s.DB)}, "\x00")
+	var tlsConfig *tls.Config
+	if s.TLS != nil {
+		if tlsConfig, err = s.TLS.config(); err != nil {
+			return nil, err
+		}
+	}
+	key := strings.Join([]string{s.Address, s.Username, s.Password, strconv.Itoa(s.DB), s.TLS.identity()}, "\x00")
 	v, _, err := redisConns.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return &redisConn{opt: rueidis.ClientOption{
+		return &redisConn{logger: logger, probe: s.KeyPrefix + "{probe}:acl", timeout: max(time.Second, 10*time.Duration(s.Timeout)), opt: rueidis.ClientOption{
 			InitAddress: []string{s.Address},
 			Username:    s.Username,
 			Password:    s.Password,
 			SelectDB:    s.DB,
+			TLSConfig:   tlsConfig,
 			// RESP2 servers and Valkey forks may lack client tracking; a
 			// limiter never reads cached values anyway.
 			DisableCache: true,
@@ -312,6 +429,8 @@ func newRedisBackend(s *RedisStore) (*redisBackend, error) {
 	}
 	v.(*redisConn).warm()
 	return &redisBackend{
+		logger:  logger,
+		address: s.Address,
 		poolKey: key,
 		conn:    v.(*redisConn),
 		prefix:  s.KeyPrefix,
@@ -326,11 +445,15 @@ func (b *redisBackend) release() { _, _ = redisConns.Delete(b.poolKey) }
 func (b *redisBackend) prepare(zones []*zone) {
 	b.zoneKeys = make([]string, len(zones))
 	b.args = make([]string, 0, 3*len(zones))
+	b.intervals = make([]int64, len(zones))
+	b.chargeLater = make([]bool, len(zones))
 	for i, z := range zones {
-		b.zoneKeys[i] = b.prefix + z.name + ":"
+		b.intervals[i] = z.limit.interval / 1000
+		b.zoneKeys[i] = "}:" + z.name + ":"
 		now := "1"
 		if z.chargeOn != nil {
 			now = "0"
+			b.chargeLater[i] = true
 		}
 		b.args = append(b.args,
 			strconv.FormatInt(z.limit.interval/1000, 10),
@@ -353,26 +476,28 @@ func (b *redisBackend) decide(ctx context.Context, keys []requestKey, out []outc
 	defer cancel()
 	client, err := b.conn.get(ctx)
 	if err != nil {
-		b.conn.failed(now)
+		b.failed(now, err)
 		return false, err
 	}
-	res, err := gcraScript.Exec(ctx, client, b.names(keys), b.args).AsIntSlice()
-	if err == nil && len(res) != 1+2*len(keys) {
-		err = fmt.Errorf("redis GCRA script returned %d values, want %d", len(res), 1+2*len(keys))
+	var tags [maxZones]tag
+	names := b.names(keys, tags[:len(keys)])
+	var allowed bool
+	if client.Mode() == rueidis.ClientModeCluster {
+		allowed, err = b.decideSlots(ctx, client, names, tags[:len(keys)], out)
+	} else {
+		allowed, err = decideScript(ctx, client, names, b.args, out)
 	}
 	if err != nil {
-		b.conn.failed(time.Now().UnixNano())
+		b.failed(time.Now().UnixNano(), err)
 		return false, err
 	}
-	b.conn.succeeded()
-	for i := range keys {
-		out[i] = outcome{allowed: res[1+2*i] == 1, after: res[2+2*i] * 1000}
-	}
-	return res[0] == 1, nil
+	b.succeeded()
+	return allowed, nil
 }
 
-// charge runs chargeScript for the zones marked in which, in one round
-// trip, with the same timeout and breaker as a decision.
+// charge runs chargeScript for the zones marked in which, with the same
+// timeout and breaker as a decision: in one round trip, on a Redis Cluster
+// one script per slot (as decideSlots).
 func (b *redisBackend) charge(ctx context.Context, keys []requestKey, which []bool) error {
 	now := time.Now().UnixNano()
 	if !b.conn.admit(now) {
@@ -382,33 +507,79 @@ func (b *redisBackend) charge(ctx context.Context, keys []requestKey, which []bo
 	defer cancel()
 	client, err := b.conn.get(ctx)
 	if err != nil {
-		b.conn.failed(now)
+		b.failed(now, err)
 		return err
 	}
-	var names, args []string
-	all := b.names(keys)
+	var tags [maxZones]tag
+	names := b.names(keys, tags[:len(keys)])
+	cluster := client.Mode() == rueidis.ClientModeCluster
+	var execs []rueidis.LuaExec
+	var execTags []tag
 	for i, w := range which {
-		if w {
-			names = append(names, all[i])
-			args = append(args, b.args[3*i])
+		if !w {
+			continue
+		}
+		g := 0
+		if cluster {
+			g = slices.Index(execTags, tags[i])
+		} else if len(execs) == 0 {
+			g = -1
+		}
+		if g < 0 {
+			execs = append(execs, rueidis.LuaExec{})
+			execTags = append(execTags, tags[i])
+			g = len(execs) - 1
+		}
+		execs[g].Keys = append(execs[g].Keys, names[i])
+		execs[g].Args = append(execs[g].Args, b.args[3*i])
+	}
+	results, err := runScripts(ctx, client, chargeScript, execs)
+	if err == nil {
+		for _, res := range results {
+			if err = res.Error(); err != nil {
+				break
+			}
 		}
 	}
-	if err := chargeScript.Exec(ctx, client, names, args).Error(); err != nil {
-		b.conn.failed(time.Now().UnixNano())
+	if err != nil {
+		b.failed(time.Now().UnixNano(), err)
 		return err
 	}
-	b.conn.succeeded()
+	b.succeeded()
 	return nil
 }
 
-// names are the Redis keys of one request, one per zone.
-func (b *redisBackend) names(keys []requestKey) []string {
-	names := make([]string, len(keys))
-	var buf [256]byte // one allocation per name: its string
-	for i, k := range keys {
-		names[i] = string(k.appendRedisName(append(buf[:0], b.zoneKeys[i]...)))
+// decideScript runs the GCRA script once for names, all zones of a request
+// (standalone Redis) or those of one slot (cluster), atomically.
+func decideScript(ctx context.Context, client rueidis.Client, names, args []string, out []outcome) (bool, error) {
+	res, err := runScript(ctx, client, names, args)
+	if err != nil {
+		return false, err
 	}
-	return names
+	return scriptOutcomes(res, out)
+}
+
+// scriptOutcomes reads the script's answer into out, one per key.
+func scriptOutcomes(res []int64, out []outcome) (bool, error) {
+	if len(res) != 1+2*len(out) {
+		return false, fmt.Errorf("redis GCRA script returned %d values, want %d", len(res), 1+2*len(out))
+	}
+	for i := range out {
+		out[i] = outcome{allowed: res[1+2*i] == 1, after: res[2+2*i] * 1000}
+	}
+	return res[0] == 1, nil
+}
+
+// runScript runs the GCRA script. A command the client refuses to send
+// (rueidis's cluster client panics on keys of different slots) is this
+// decision's error, which on_error handles, never a panic.
+func runScript(ctx context.Context, client rueidis.Client, names, args []string) (res []int64, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("redis client refused the GCRA script for keys %q: %v", names, r)
+		}
+	}()
+	return gcraScript.Exec(ctx, client, names, args).AsIntSlice()
 }
 
 func netDialer(timeout time.Duration) net.Dialer {

@@ -56,8 +56,8 @@ func TestRedisPlaceholders(t *testing.T) {
 		}},
 	}, nil)
 	opt := h.redis.conn.opt
-	if opt.InitAddress[0] != rs.addr() || opt.Username != "default" || opt.Password != "pw" || h.redis.zoneKeys[0] != "pfx:r-ph:" {
-		t.Fatalf("expanded to address %q username %q password %q key %q", opt.InitAddress, opt.Username, opt.Password, h.redis.zoneKeys[0])
+	if opt.InitAddress[0] != rs.addr() || opt.Username != "default" || opt.Password != "pw" || h.redis.prefix != "pfx:" {
+		t.Fatalf("expanded to address %q username %q password %q key_prefix %q", opt.InitAddress, opt.Username, opt.Password, h.redis.prefix)
 	}
 	// The config as written keeps its placeholders: it is what the admin
 	// API shows, and must not turn into the secret.

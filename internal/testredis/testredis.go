@@ -32,6 +32,7 @@ type Server struct {
 	t    testing.TB
 	addr string
 	args []string
+	tls  bool // listens with TLS only, on addr's port
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -44,7 +45,14 @@ func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
 	bin := Binary(t)
 	host := loopback.Claim(t)
-	s := &Server{t: t, addr: net.JoinHostPort(host, strconv.Itoa(loopback.FreePort(t, host))), args: args}
+	return startOn(t, bin, net.JoinHostPort(host, strconv.Itoa(loopback.FreePort(t, host))), false, args)
+}
+
+// startOn starts redis-server listening on addr (TLS only, --port 0, if
+// tls), stopped when t ends.
+func startOn(t testing.TB, bin, addr string, tls bool, args []string) *Server {
+	t.Helper()
+	s := &Server{t: t, addr: addr, args: args, tls: tls}
 	s.start(bin)
 	t.Cleanup(s.Stop)
 	return s
@@ -94,7 +102,11 @@ func (s *Server) Restart() {
 func (s *Server) start(bin string) {
 	s.t.Helper()
 	host, port, _ := net.SplitHostPort(s.addr)
-	args := append([]string{"--port", port, "--bind", host, "--save", "", "--appendonly", "no"}, s.args...)
+	args := []string{"--port", port}
+	if s.tls {
+		args = []string{"--port", "0", "--tls-port", port}
+	}
+	args = append(append(args, "--bind", host, "--save", "", "--appendonly", "no"), s.args...)
 	cmd := exec.Command(bin, args...)
 	logs := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs

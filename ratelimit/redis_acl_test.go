@@ -1,0 +1,85 @@
+package ratelimit
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/caddy-edgekit/edgekit/internal/testredis"
+)
+
+// leastPrivileges are the ACL rules docs/throttle.md gives for key_prefix
+// acl: (plus, on a cluster, clusterPrivileges).
+var leastPrivileges = []string{"on", ">pw", "resetkeys", "~acl:*", "resetchannels", "-@all", "+evalsha", "+eval", "+time", "+get", "+set"}
+
+const clusterPrivileges = "+cluster|slots"
+
+func aclUser(t testing.TB, addr, name string, rules ...string) {
+	t.Helper()
+	if r := testredis.Command(t, addr, append([]string{"ACL", "SETUSER", name}, rules...)...); r != "OK" {
+		t.Fatalf("ACL SETUSER %s: %q", name, r)
+	}
+}
+
+func aclHandler(t testing.TB, addrs string, user, zone string) *Handler {
+	return provision(t, &Handler{
+		Zones: []*Zone{{Name: zone, Rate: "1/1h"}},
+		Store: &Store{Type: "redis", Redis: &RedisStore{Address: addrs, Username: user, Password: "pw", KeyPrefix: "acl:", Timeout: caddy.Duration(2 * time.Second), OnError: "deny"}},
+	}, nil)
+}
+
+// TestRedisACLLeastPrivileges: the documented privileges are enough, on a
+// single node and on a cluster; without one of them the connect probe
+// reports NOPERM with the fix, counted.
+func TestRedisACLLeastPrivileges(t *testing.T) {
+	rs := startRedis(t)
+	aclUser(t, rs.addr(), "edge", leastPrivileges...)
+	h := aclHandler(t, rs.addr(), "edge", "r-acl")
+	for i, want := range []bool{true, false} {
+		if allowed, err := decideOnce(h); err != nil || allowed != want {
+			t.Fatalf("decision %d with the least privileges: allowed %v, error %v; want %v", i, allowed, err, want)
+		}
+	}
+
+	for _, missing := range []string{"+time", "+set", "+evalsha"} {
+		var rules []string
+		for _, r := range leastPrivileges {
+			if r != missing {
+				rules = append(rules, r)
+			}
+		}
+		user := "no" + strings.TrimPrefix(missing, "+")
+		aclUser(t, rs.addr(), user, rules...)
+		before := testutil.ToFloat64(throttleMetrics.connectErrors)
+		h := aclHandler(t, rs.addr(), user, "r-acl-"+user)
+		_, err := decideOnce(h)
+		if err == nil || !strings.Contains(err.Error(), "NOPERM") || !strings.Contains(err.Error(), "grant at least") {
+			t.Fatalf("user without %s: %v, want NOPERM with the privileges to grant", missing, err)
+		}
+		if n := testutil.ToFloat64(throttleMetrics.connectErrors) - before; n != 1 {
+			t.Fatalf("user without %s: %v connect errors counted, want 1", missing, n)
+		}
+	}
+
+	c := testredis.StartCluster(t, 3)
+	for _, n := range c.Nodes {
+		aclUser(t, n.Addr(), "edge", append(leastPrivileges, clusterPrivileges)...)
+	}
+	h = provision(t, &Handler{
+		Zones: []*Zone{{Name: "r-acl-c1", Rate: "1/1h"}, {Name: "r-acl-c2", Key: "{http.request.header.X-User}", Rate: "1/1h"}},
+		Store: &Store{Type: "redis", Redis: &RedisStore{Address: c.Nodes[0].Addr(), Username: "edge", Password: "pw", KeyPrefix: "acl:", Timeout: caddy.Duration(2 * time.Second), OnError: "deny"}},
+	}, nil)
+	if res := serve(t, h, "192.0.2.1", map[string]string{"X-User": "u"}); !res.passed {
+		t.Fatalf("cluster, least privileges: %d, want passed", res.status)
+	}
+	// Rejected by the user zone: the address zone's slot is refunded (SET).
+	if res := serve(t, h, "192.0.2.2", map[string]string{"X-User": "u"}); res.passed || res.status != 429 {
+		t.Fatalf("cluster, least privileges, second request of user u: %d, want 429", res.status)
+	}
+	if res := serve(t, h, "192.0.2.2", map[string]string{"X-User": "v"}); !res.passed {
+		t.Fatalf("cluster, least privileges: 192.0.2.2 as v: %d, want passed (refunded)", res.status)
+	}
+}

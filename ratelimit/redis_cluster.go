@@ -1,0 +1,174 @@
+package ratelimit
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+
+	"github.com/redis/rueidis"
+)
+
+// Redis Cluster: key names with a hash tag, and decisions whose zones land
+// in several slots.
+
+// decideSlots decides on a Redis Cluster, where one script may only touch
+// keys of one slot. Zones whose request keys are equal share a hash tag,
+// hence a slot, and are decided together as on a single node. Zones keyed
+// differently (say per address and per user) land in different slots: each
+// slot's zones are decided atomically, all slots in one round trip; if any
+// says no, the slots that consumed are refunded in a second one, so a
+// rejected request consumes nothing, as on a single node. Between the two,
+// a concurrent request of the same caller may see the consumption about to
+// be refunded and be rejected: the limit errs on the strict side, never
+// lets more through than the rate.
+func (b *redisBackend) decideSlots(ctx context.Context, client rueidis.Client, names []string, tags []tag, out []outcome) (bool, error) {
+	var groups [maxZones][]int // zone indexes of each tag
+	n := 0
+	for i := range names {
+		g := 0
+		for g < n && tags[groups[g][0]] != tags[i] {
+			g++
+		}
+		if g == n {
+			n++
+		}
+		groups[g] = append(groups[g], i)
+	}
+	if n == 1 {
+		return decideScript(ctx, client, names, b.args, out)
+	}
+	execs := make([]rueidis.LuaExec, n)
+	for g, zs := range groups[:n] {
+		for _, i := range zs {
+			execs[g].Keys = append(execs[g].Keys, names[i])
+			execs[g].Args = append(execs[g].Args, b.args[3*i], b.args[3*i+1], b.args[3*i+2])
+		}
+	}
+	results, err := runScripts(ctx, client, gcraScript, execs)
+	if err != nil {
+		return false, err
+	}
+	allowed := true
+	var consumed [maxZones]bool
+	var one [maxZones]outcome
+	for g, zs := range groups[:n] {
+		res, err := results[g].AsIntSlice()
+		if err != nil {
+			return false, err
+		}
+		ok, err := scriptOutcomes(res, one[:len(zs)])
+		if err != nil {
+			return false, err
+		}
+		consumed[g], allowed = ok, allowed && ok
+		for k, i := range zs {
+			out[i] = one[k]
+		}
+	}
+	if allowed {
+		return true, nil
+	}
+	var refunds []rueidis.LuaExec
+	for g, zs := range groups[:n] {
+		if !consumed[g] {
+			continue
+		}
+		var r rueidis.LuaExec
+		for _, i := range zs {
+			if b.chargeLater[i] {
+				continue // the script charged it nothing
+			}
+			r.Keys = append(r.Keys, names[i])
+			r.Args = append(r.Args, b.args[3*i])
+			out[i].after -= b.intervals[i] * 1000 // as if never consumed
+		}
+		if len(r.Keys) > 0 {
+			refunds = append(refunds, r)
+		}
+	}
+	results, err = runScripts(ctx, client, refundScript, refunds)
+	if err != nil {
+		return false, fmt.Errorf("refunding a rejected request's other slots: %w", err)
+	}
+	for _, r := range results {
+		if err := r.Error(); err != nil {
+			return false, fmt.Errorf("refunding a rejected request's other slots: %w", err)
+		}
+	}
+	return false, nil
+}
+
+// refundScript takes back one interval from each key (ARGV: each key's
+// interval in microseconds), undoing what gcraScript committed for a
+// request that another slot rejected.
+var refundScript = rueidis.NewLuaScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+for i = 1, #KEYS do
+  local tat = tonumber(redis.call('GET', KEYS[i]))
+  if tat then
+    tat = math.max(now, tat - tonumber(ARGV[i]))
+    redis.call('SET', KEYS[i], string.format('%d', tat), 'PX', string.format('%d', math.max(1, math.ceil((tat - now) / 1000))))
+  end
+end
+return 0
+`)
+
+// runScripts runs script once per exec, concurrently: the client pipelines
+// them, one round trip in all (EVALSHA; EVAL once where the node lacks the
+// script). A refusal is that exec's error, as in runScript. (rueidis's
+// ExecMulti would first load the script on every node, on every call.)
+func runScripts(ctx context.Context, client rueidis.Client, script *rueidis.Lua, execs []rueidis.LuaExec) ([]rueidis.RedisResult, error) {
+	res := make([]rueidis.RedisResult, len(execs))
+	errs := make([]error, len(execs))
+	var wg sync.WaitGroup
+	for i, e := range execs {
+		wg.Go(func() {
+			// A panic here would end the process: no request's recover
+			// reaches another goroutine.
+			defer func() {
+				if r := recover(); r != nil {
+					errs[i] = fmt.Errorf("redis client refused a script for keys %q: %v", e.Keys, r)
+				}
+			}()
+			res[i] = script.Exec(ctx, client, e.Keys, e.Args)
+		})
+	}
+	wg.Wait()
+	return res, errors.Join(errs...)
+}
+
+// tag is a key's Redis Cluster hash tag.
+type tag [8]byte
+
+// names are the Redis keys of one request, one per zone:
+// <key_prefix>{<tag>}:<zone>:<key>, the tag being 8 hex digits of FNV-1a
+// over <key>. Zones of one request with the same key share it, hence one
+// Redis Cluster slot; callers spread over the cluster's nodes. tags gets
+// each name's tag.
+func (b *redisBackend) names(keys []requestKey, tags []tag) []string {
+	names := make([]string, len(keys))
+	var buf, kb [256]byte // one allocation per name: its string
+	for i, k := range keys {
+		key := k.appendRedisName(kb[:0])
+		tags[i] = hashTag(key)
+		name := append(append(append(buf[:0], b.prefix...), '{'), tags[i][:]...)
+		name = append(append(name, b.zoneKeys[i]...), key...)
+		names[i] = string(name)
+	}
+	return names
+}
+
+// hashTag is FNV-1a (32 bits) of key in hexadecimal: the same on every
+// Caddy node, whatever its hash seed.
+func hashTag(key []byte) tag {
+	h := fnv.New32a()
+	h.Write(key)
+	var t tag
+	hex.Encode(t[:], binary.BigEndian.AppendUint32(nil, h.Sum32()))
+	return t
+}
