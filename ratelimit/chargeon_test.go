@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,30 +16,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// serveNext runs one request from clientIP through h with next as the rest
-// of the route; the result's status is what the client would see (a
-// returned error's status, else what next wrote).
+// serveNext is serveWith without headers.
 func serveNext(t testing.TB, h *Handler, clientIP string, next caddyhttp.HandlerFunc) result {
 	t.Helper()
-	r := httptest.NewRequest("GET", "http://example.com/login", nil)
-	vars := map[string]any{caddyhttp.ClientIPVarKey: clientIP}
-	r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, vars))
-	caddyhttp.NewTestReplacer(r)
-	w := httptest.NewRecorder()
-	passed := false
-	err := h.ServeHTTP(w, r, caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-		passed = true
-		return next(w, r)
-	}))
-	res := result{status: w.Code, header: w.Header(), passed: passed, vars: vars}
-	if err != nil {
-		var he caddyhttp.HandlerError
-		if !errors.As(err, &he) {
-			t.Fatalf("error is not a caddyhttp.HandlerError: %v", err)
-		}
-		res.status = he.StatusCode
-	}
-	return res
+	return serveWith(t, h, clientIP, nil, next)
 }
 
 // login answers like a login form: 200 for the right password, 401

@@ -48,9 +48,21 @@ type result struct {
 	vars   map[string]any
 }
 
-// serve runs one request from remoteIP through h, the way Caddy would: the
-// client_ip variable set, a replacer in the context.
+// serve runs one request from clientIP through h, the way Caddy would: the
+// client_ip variable set, a replacer in the context; the rest of the route
+// answers 200.
 func serve(t testing.TB, h *Handler, clientIP string, hdr map[string]string) result {
+	t.Helper()
+	return serveWith(t, h, clientIP, hdr, func(w http.ResponseWriter, r *http.Request) error {
+		w.WriteHeader(200)
+		return nil
+	})
+}
+
+// serveWith is serve with next as the rest of the route; the result's
+// status is what the client would see (a returned error's status, else
+// what next wrote).
+func serveWith(t testing.TB, h *Handler, clientIP string, hdr map[string]string, next caddyhttp.HandlerFunc) result {
 	t.Helper()
 	r := httptest.NewRequest("GET", "http://example.com/", nil)
 	for k, v := range hdr {
@@ -63,10 +75,9 @@ func serve(t testing.TB, h *Handler, clientIP string, hdr map[string]string) res
 	passed := false
 	err := h.ServeHTTP(w, r, caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		passed = true
-		w.WriteHeader(200)
-		return nil
+		return next(w, r)
 	}))
-	res := result{status: 200, header: w.Header(), passed: passed, vars: vars}
+	res := result{status: w.Code, header: w.Header(), passed: passed, vars: vars}
 	if err != nil {
 		var he caddyhttp.HandlerError
 		if !errors.As(err, &he) {

@@ -1,10 +1,7 @@
 package ratelimit
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -14,23 +11,10 @@ import (
 	"github.com/caddy-edgekit/edgekit/internal/testredis"
 )
 
-// serveUser is serveNext with an X-User header.
+// serveUser is serveWith with an X-User header; it returns the status.
 func serveUser(t *testing.T, h *Handler, ip, user string, next caddyhttp.HandlerFunc) int {
 	t.Helper()
-	r := httptest.NewRequest("GET", "http://example.com/login", nil)
-	r.Header.Set("X-User", user)
-	vars := map[string]any{caddyhttp.ClientIPVarKey: ip}
-	r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, vars))
-	caddyhttp.NewTestReplacer(r)
-	w := httptest.NewRecorder()
-	if err := h.ServeHTTP(w, r, next); err != nil {
-		var he caddyhttp.HandlerError
-		if !errors.As(err, &he) {
-			t.Fatalf("error is not a caddyhttp.HandlerError: %v", err)
-		}
-		return he.StatusCode
-	}
-	return w.Code
+	return serveWith(t, h, ip, map[string]string{"X-User": user}, next).status
 }
 
 func clusterHandlerPrefix(t *testing.T, c *testredis.Cluster, prefix string, zones ...*Zone) *Handler {
