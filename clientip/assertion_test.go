@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -44,31 +43,6 @@ func originHandler(t testing.TB, at time.Duration, idSecret ...string) *Handler 
 	h := provision(t, `{"trusted_proxies":["10.0.0.0/8"],"untrusted":"reject","verify":{"keys":[`+strings.Join(keys, ",")+`]}}`)
 	h.resolver.verify.now = func() time.Time { return testEpoch.Add(at) }
 	return h
-}
-
-// serveRequest runs r through h and reports what the next handler saw.
-func serveRequest(t *testing.T, h *Handler, r *http.Request) (seen, error) {
-	t.Helper()
-	w := httptest.NewRecorder()
-	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), w, nil)
-	var s seen
-	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-		s.called = true
-		s.header = r.Header.Clone()
-		s.clientIP = caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey)
-		s.trusted = caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey)
-		s.repl = map[string]string{}
-		repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-		for _, key := range []string{"http.client_ip.peer", "http.client_ip.source", "http.client_ip.via_edge", "http.client_ip.reason"} {
-			s.repl[key], _ = repl.GetString(key)
-		}
-		return nil
-	})
-	err := h.ServeHTTP(w, r, next)
-	if err == nil && !s.called {
-		t.Fatal("the handler neither refused nor called the next one")
-	}
-	return s, err
 }
 
 func newRequest(method, target, remoteAddr string, header ...string) *http.Request {

@@ -21,29 +21,38 @@ type seen struct {
 	repl     map[string]string
 }
 
+// serve runs a GET from remoteAddr with header through h (serveRequest).
 func serve(t *testing.T, h *Handler, remoteAddr string, header http.Header) (seen, error) {
 	t.Helper()
 	r := httptest.NewRequest(http.MethodGet, "http://example.com/", nil)
 	r.RemoteAddr = remoteAddr
 	r.Header = header
+	return serveRequest(t, h, r)
+}
+
+// serveRequest runs r through h and reports what the next handler saw.
+func serveRequest(t *testing.T, h *Handler, r *http.Request) (seen, error) {
+	t.Helper()
 	w := httptest.NewRecorder()
 	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), w, nil)
-
 	var s seen
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		s.called = true
 		s.header = r.Header.Clone()
 		s.clientIP = caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey)
 		s.trusted = caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey)
-		repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 		s.repl = map[string]string{}
-		for _, key := range []string{"http.client_ip.peer", "http.client_ip.source", "http.client_ip.via_edge"} {
+		repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+		for _, key := range []string{"http.client_ip.peer", "http.client_ip.source", "http.client_ip.via_edge", "http.client_ip.reason"} {
 			s.repl[key], _ = repl.GetString(key)
 		}
 		s.repl["client_ip"] = repl.ReplaceAll("{http.vars.client_ip}", "") // {client_ip} in a Caddyfile
 		return nil
 	})
 	err := h.ServeHTTP(w, r, next)
+	if err == nil && !s.called {
+		t.Fatal("the handler neither refused nor called the next one")
+	}
 	return s, err
 }
 
