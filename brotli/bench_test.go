@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/andybalholm/brotli"
+	brrr "github.com/molecule-man/go-brrr"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -137,7 +137,10 @@ func BenchmarkCaddyVsLibrary(b *testing.B) {
 		total += len(file.data)
 	}
 
-	library := brotli.NewWriterOptions(nil, brotli.WriterOptions{Quality: DefaultQuality, LGWin: DefaultWindow})
+	library, err := brrr.NewWriterOptions(nil, DefaultQuality, brrr.WriterOptions{LGWin: DefaultWindow})
+	if err != nil {
+		b.Fatal(err)
+	}
 
 	enc := newEncode(b, `{}`)
 	var current []byte

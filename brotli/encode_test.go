@@ -68,8 +68,8 @@ func TestBareEncodeBrCompressesAtQuality5(t *testing.T) {
 	script := loadCorpus(t, "react-dom.production.min.js")[0].data
 	w := get(t, newEncode(t, `{}`), "br", serveBody("text/javascript", script))
 
-	q5 := compressWith(t, brotli.WriterOptions{Quality: 5, LGWin: 20}, script)
-	q0 := compressWith(t, brotli.WriterOptions{Quality: 0}, script)
+	q5 := compressWith(t, 5, 20, script)
+	q0 := compressWith(t, 0, 20, script)
 	if got := w.Body.Bytes(); !bytes.Equal(got, q5) {
 		t.Fatalf("bare br config wrote %d bytes; quality 5 writes %d, quality 0 writes %d", len(got), len(q5), len(q0))
 	}

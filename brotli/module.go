@@ -1,5 +1,6 @@
 // Package caddybrotli provides the http.encoders.br module: Brotli compression for
-// Caddy's encode handler, built on github.com/andybalholm/brotli (pure Go).
+// Caddy's encode handler, built on github.com/molecule-man/go-brrr (pure Go,
+// a port of Google's reference encoder: see docs/br.md for the choice).
 //
 //	encode br gzip
 //
@@ -9,7 +10,7 @@ package caddybrotli
 import (
 	"fmt"
 
-	"github.com/andybalholm/brotli"
+	brrr "github.com/molecule-man/go-brrr"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -30,7 +31,7 @@ const (
 	// or page of the benchmark corpus, so it costs no bytes there.
 	DefaultWindow = 20
 
-	minQuality, maxQuality = brotli.BestSpeed, brotli.BestCompression
+	minQuality, maxQuality = brrr.BestSpeed, brrr.BestCompression
 	minWindow, maxWindow   = 10, 24
 )
 
@@ -88,8 +89,16 @@ func (*Brotli) AcceptEncoding() string { return "br" }
 // NewEncoder returns a new Brotli writer. The encode handler pools it and
 // calls Reset before each response, which keeps the writer's buffers, so
 // a warm pool compresses without allocating.
+//
+// At qualities 10 and 11 go-brrr runs a second worker goroutine per
+// writer when GOMAXPROCS >= 2.
 func (b *Brotli) NewEncoder() encode.Encoder {
-	return brotli.NewWriterOptions(nil, brotli.WriterOptions{Quality: *b.Quality, LGWin: b.Window})
+	w, err := brrr.NewWriterOptions(nil, *b.Quality, brrr.WriterOptions{LGWin: b.Window})
+	if err != nil {
+		// Validate has refused every quality and window go-brrr refuses.
+		panic(fmt.Sprintf("br: %v", err))
+	}
+	return w
 }
 
 func checkQuality(quality int) error {

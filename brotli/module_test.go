@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/andybalholm/brotli"
+	brrr "github.com/molecule-man/go-brrr"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
@@ -75,11 +76,15 @@ func decompress(tb testing.TB, compressed []byte) []byte {
 	return out
 }
 
-// compressWith is the reference: the library's own writer, one Write.
-func compressWith(tb testing.TB, options brotli.WriterOptions, data []byte) []byte {
+// compressWith is the reference: the library's own writer (go-brrr), one
+// Write. decompress uses the other library, andybalholm/brotli.
+func compressWith(tb testing.TB, quality, lgwin int, data []byte) []byte {
 	tb.Helper()
 	var buf bytes.Buffer
-	w := brotli.NewWriterOptions(&buf, options)
+	w, err := brrr.NewWriterOptions(&buf, quality, brrr.WriterOptions{LGWin: lgwin})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	if _, err := w.Write(data); err != nil {
 		tb.Fatal(err)
 	}
@@ -107,7 +112,7 @@ func TestProvisionDefaults(t *testing.T) {
 		// The encoder must really compress at that setting: its stream is the
 		// library's own, byte for byte.
 		data := []byte(strings.Repeat("function f(a){return a+1}var x=f(2);", 200))
-		want := compressWith(t, brotli.WriterOptions{Quality: tc.quality, LGWin: tc.lgwin}, data)
+		want := compressWith(t, tc.quality, tc.lgwin, data)
 		var got bytes.Buffer
 		enc := b.NewEncoder()
 		enc.Reset(&got)

@@ -146,7 +146,11 @@ http {
 $nginx_servers
 }
 NGINX
-nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" 2>>"$work/nginx/error.log" &
+# glibc's default malloc returns the Brotli encoder's large buffers to the
+# kernel after every response (mmap for each, trim after free); these tunables,
+# inherited by the workers, keep them in the heap as Go's pool keeps Caddy's.
+GLIBC_TUNABLES=glibc.malloc.mmap_threshold=8388608:glibc.malloc.trim_threshold=67108864 \
+	nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" 2>>"$work/nginx/error.log" &
 pids+=($!)
 
 wait_for() {
