@@ -8,6 +8,7 @@ import (
 	"hash"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -236,18 +237,10 @@ func (s *signer) sign(client string, r *http.Request) string {
 	return string(out)
 }
 
+// appendUnix appends n in decimal; a clock before 1970 gives "0", an
+// assertion that is only ever expired.
 func appendUnix(b []byte, n int64) []byte {
-	if n <= 0 {
-		return append(b, '0') // a clock before 1970 gives an assertion that is only ever expired
-	}
-	var digits [20]byte
-	i := len(digits)
-	for n > 0 {
-		i--
-		digits[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return append(b, digits[i:]...)
+	return strconv.AppendInt(b, max(n, 0), 10)
 }
 
 // verifier checks assertions at the origin.
