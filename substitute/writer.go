@@ -121,7 +121,7 @@ func (rw *responseWriter) WriteHeader(status int) {
 	}
 	enc := parseEncoding(hdr["Content-Encoding"])
 	if status == http.StatusNotModified && enc != unknownEncoding {
-		rw.notModified(hdr, mediaType)
+		rw.notModified(hdr, mediaType, enc)
 	}
 	if !eligibleType || !rw.h.statusMatches(status) || !bodyAllowed(status) || enc == unknownEncoding {
 		rw.mode = passThrough
@@ -169,12 +169,12 @@ func (rw *responseWriter) WriteHeader(status int) {
 // been substituted. A 304 seldom says its type: then the client's own
 // If-None-Match tells, since it names the ETag its stored 200 carried. A
 // client that holds the strong form (or names none) keeps the origin's.
-func (rw *responseWriter) notModified(hdr http.Header, mediaType string) {
+func (rw *responseWriter) notModified(hdr http.Header, mediaType string, enc encoding) {
 	etag := hdr.Get("Etag")
 	if !isStrongETag(etag) || !rw.h.statusMatches(http.StatusOK) {
 		return
 	}
-	weak := weakETag(etag, parseEncoding(hdr["Content-Encoding"]))
+	weak := weakETag(etag, enc)
 	if mediaType != "" {
 		if !rw.h.typeMatches(mediaType) {
 			return
@@ -201,8 +201,8 @@ var codingSuffixes = [...]string{encGzip: `-gzip"`, encDeflate: `-deflate"`, enc
 // coding, so a conditional request gets a 304 whichever coding either side
 // picks.
 func weakETag(etag string, enc encoding) string {
-	if int(enc) < len(codingSuffixes) && codingSuffixes[enc] != "" {
-		if s := codingSuffixes[enc]; len(etag) > len(s)+1 && strings.HasSuffix(etag, s) {
+	if int(enc) < len(codingSuffixes) {
+		if s := codingSuffixes[enc]; s != "" && len(etag) > len(s)+1 && strings.HasSuffix(etag, s) {
 			etag = etag[:len(etag)-len(s)] + `"`
 		}
 	}
