@@ -147,7 +147,7 @@ func (g *rangeGuard) shouldLog(now time.Time) (bool, uint64) {
 // error messages.
 func sourceModules() []string {
 	var names []string
-	for _, info := range caddy.GetModules("http.ip_sources") {
+	for _, info := range caddy.GetModules(sourceNamespace) {
 		names = append(names, info.ID.Name())
 	}
 	slices.Sort(names)
