@@ -38,15 +38,7 @@ http://{$HOST}:{$HTTP_PORT} {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("admin /debug/pprof/heap: status %d", resp.StatusCode)
 		}
-		m := regexp.MustCompile(`(?m)^go_memstats_heap_inuse_bytes (\S+)$`).FindStringSubmatch(c.Metrics())
-		if m == nil {
-			t.Fatal("no go_memstats_heap_inuse_bytes in the admin metrics")
-		}
-		v, err := strconv.ParseFloat(m[1], 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
+		return counterValue(t, c.Metrics(), "go_memstats_heap_inuse_bytes")
 	}
 	get := func(query string) {
 		t.Helper()

@@ -365,12 +365,7 @@ func TestSubstitute(t *testing.T) {
 
 	t.Run("memo", func(t *testing.T) {
 		hits := func() int {
-			m := regexp.MustCompile(`(?m)^caddy_substitute_memo_hits_total (\d+)`).FindStringSubmatch(c.Metrics())
-			if m == nil {
-				return 0
-			}
-			n, _ := strconv.Atoi(m[1])
-			return n
+			return int(counterValue(t, c.Metrics(), "caddy_substitute_memo_hits_total"))
 		}
 		_, first := getSubstStatus(t, client, c.URL("/rp/plain.html?v=1"), nil, 200)
 		before := hits()
