@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/caddy-edgekit/edgekit/internal/testredis"
 )
 
 // chargeOnStores are the store blocks charge_on is tested with, end to end.
@@ -14,8 +16,8 @@ func chargeOnStores(t *testing.T) map[string]func() string {
 	return map[string]func() string{
 		"memory": func() string { return "store memory" },
 		"redis": func() string {
-			rs := startThrottleRedis(t)
-			return "store redis {\n\t\t\taddress " + rs.addr() + "\n\t\t\ton_error deny\n\t\t}"
+			rs := testredis.Start(t)
+			return "store redis {\n\t\t\taddress " + rs.Addr() + "\n\t\t\ton_error deny\n\t\t}"
 		},
 	}
 }

@@ -11,12 +11,12 @@ import (
 // limits; one lacking +time is reported at first use as NOPERM, at error
 // level, with the privileges to grant, and counted, while on_error decides.
 func TestThrottleRedisACL(t *testing.T) {
-	rs := startThrottleRedis(t)
+	rs := testredis.Start(t)
 	base := []string{"ACL", "SETUSER", "", "on", ">pw", "resetkeys", "~edge:*", "resetchannels", "-@all", "+evalsha", "+eval", "+get", "+set"}
 	for user, extra := range map[string]string{"edge": "+time", "edge_notime": "+ping"} {
 		cmd := append([]string{}, base...)
 		cmd[2] = user
-		if r := testredis.Command(t, rs.addr(), append(cmd, extra)...); r != "OK" {
+		if r := testredis.Command(t, rs.Addr(), append(cmd, extra)...); r != "OK" {
 			t.Fatalf("ACL SETUSER %s: %q", user, r)
 		}
 	}
@@ -28,7 +28,7 @@ func TestThrottleRedisACL(t *testing.T) {
 				rate 1/1h
 			}
 			store redis {
-				address ` + rs.addr() + `
+				address ` + rs.Addr() + `
 				username ` + user + `
 				password pw
 				key_prefix edge:

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-edgekit/edgekit/internal/testredis"
 )
 
 // TestThrottleRedisBreakerVisible: with Redis gone and on_error allow,
@@ -12,7 +14,7 @@ import (
 // says it opened, however many requests follow. Redis back, the gauge goes
 // back to 0.
 func TestThrottleRedisBreakerVisible(t *testing.T) {
-	rs := startThrottleRedis(t)
+	rs := testredis.Start(t)
 	c := StartCaddy(t, `http://{$HOST}:{$HTTP_PORT} {
 	throttle {
 		zone breaker_vis {
@@ -20,7 +22,7 @@ func TestThrottleRedisBreakerVisible(t *testing.T) {
 			burst 1000
 		}
 		store redis {
-			address `+rs.addr()+`
+			address `+rs.Addr()+`
 			timeout 500ms
 			on_error allow
 		}
@@ -42,7 +44,7 @@ func TestThrottleRedisBreakerVisible(t *testing.T) {
 	if g := gauge(); g != "0" {
 		t.Fatalf("healthy: gauge %s, want 0", g)
 	}
-	rs.stop()
+	rs.Stop()
 	for i := range 30 {
 		if resp, _ := Get(t, client, c.URL("/")); resp.StatusCode != 200 {
 			t.Fatalf("Redis down, request %d: %d, want 200 (on_error allow)", i, resp.StatusCode)
@@ -55,7 +57,7 @@ func TestThrottleRedisBreakerVisible(t *testing.T) {
 	if n := strings.Count(opened, "redis breaker opened"); n != 1 || !strings.Contains(strings.ToLower(opened), "warn") {
 		t.Fatalf("%d opening lines, want 1 at warn level:\n%s", n, opened)
 	}
-	rs.start()
+	rs.Restart()
 	if !WaitFor(t.Context(), 15*time.Second, func() bool {
 		Get(t, client, c.URL("/"))
 		return gauge() == "0"

@@ -20,7 +20,7 @@ import (
 // already at 429 would pass again (on_error allow) and everyone would get
 // 503 (on_error deny).
 func TestThrottleRedisHangupsKeepBreakerClosed(t *testing.T) {
-	rs := startThrottleRedis(t)
+	rs := testredis.Start(t)
 	route := func(path, onError string) string {
 		return `
 	handle ` + path + ` {
@@ -30,7 +30,7 @@ func TestThrottleRedisHangupsKeepBreakerClosed(t *testing.T) {
 				rate 1/1h
 			}
 			store redis {
-				address ` + rs.addr() + `
+				address ` + rs.Addr() + `
 				# A hang-up counted as a failure would fail at once,
 				# whatever the timeout; a generous one keeps a loaded
 				# machine from adding real timeouts to the count.
@@ -100,13 +100,6 @@ func TestThrottleRedisHangupsKeepBreakerClosed(t *testing.T) {
 	}
 }
 
-// startRedisArgs is a redis-server with extra arguments (such as
-// --requirepass), stopped when the test ends: the shared launcher's.
-func startRedisArgs(t testing.TB, args ...string) string {
-	t.Helper()
-	return startThrottleRedis(t, args...).addr()
-}
-
 // redisInline sends inline commands to a Redis and returns its first n
 // reply lines.
 func redisInline(t testing.TB, addr string, n int, commands ...string) []string {
@@ -138,7 +131,7 @@ func redisInline(t testing.TB, addr string, n int, commands ...string) []string 
 // field, instead of sending the braces and limiting nothing.
 func TestThrottleRedisPlaceholders(t *testing.T) {
 	const password = "s3cret-for-test"
-	addr := startRedisArgs(t, "--requirepass", password)
+	addr := testredis.Start(t, "--requirepass", password).Addr()
 	c := StartCaddyWith(t, Options{Env: []string{
 		"REDIS_ADDR=" + addr,
 		"REDIS_USER=default",

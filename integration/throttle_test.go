@@ -3,7 +3,6 @@ package integration
 import (
 	"io"
 	"net/http"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -165,41 +164,11 @@ func TestThrottleReload(t *testing.T) {
 	}
 }
 
-// throttleRedis is a real redis-server on a loopback address of the test's
-// own (internal/testredis), stopped at cleanup; without redis-server on PATH
-// the test skips, saying how to install it.
-type throttleRedis struct {
-	*testredis.Server
-	t    testing.TB
-	port int
-	cmd  *exec.Cmd // the running process, for signals
-}
-
-// startThrottleRedis starts redis-server with args added to its command line
-// (e.g. "--requirepass", "secret").
-func startThrottleRedis(t testing.TB, args ...string) *throttleRedis {
-	t.Helper()
-	r := &throttleRedis{Server: testredis.Start(t, args...), t: t}
-	r.port, r.cmd = r.Port(), r.Cmd()
-	return r
-}
-
-func (r *throttleRedis) addr() string { return r.Addr() }
-
-// start starts a stopped server again on the same address.
-func (r *throttleRedis) start() {
-	r.t.Helper()
-	r.Restart()
-	r.cmd = r.Cmd()
-}
-
-func (r *throttleRedis) stop() { r.Stop() }
-
 // TestThrottleRedisTwoNodes: two Caddy processes limit one caller together
 // through Redis, exactly: over a run, what they let through together is
 // what one GCRA allows for its duration, within one request.
 func TestThrottleRedisTwoNodes(t *testing.T) {
-	rs := startThrottleRedis(t)
+	rs := testredis.Start(t)
 	config := `http://{$HOST}:{$HTTP_PORT} {
 	throttle {
 		zone fleet {
@@ -207,7 +176,7 @@ func TestThrottleRedisTwoNodes(t *testing.T) {
 			burst 3
 		}
 		store redis {
-			address ` + rs.addr() + `
+			address ` + rs.Addr() + `
 			# A timeout would let a request through (allow) or answer 503
 			# (deny) after Redis may have counted it: make it one that
 			# never fires, and deny so that it would show.
@@ -281,7 +250,7 @@ func TestThrottleRedisTwoNodes(t *testing.T) {
 // requests flowing with bounded latency; deny answers 503 with Retry-After;
 // limiting resumes once Redis is back.
 func TestThrottleRedisOutage(t *testing.T) {
-	rs := startThrottleRedis(t)
+	rs := testredis.Start(t)
 	c := StartCaddy(t, `http://{$HOST}:{$HTTP_PORT} {
 	handle /allow {
 		throttle {
@@ -289,7 +258,7 @@ func TestThrottleRedisOutage(t *testing.T) {
 				rate 1/1h
 			}
 			store redis {
-				address `+rs.addr()+`
+				address `+rs.Addr()+`
 				timeout 100ms
 				on_error allow
 			}
@@ -302,7 +271,7 @@ func TestThrottleRedisOutage(t *testing.T) {
 				rate 1/1h
 			}
 			store redis {
-				address `+rs.addr()+`
+				address `+rs.Addr()+`
 				timeout 100ms
 				on_error deny
 			}
@@ -324,7 +293,7 @@ func TestThrottleRedisOutage(t *testing.T) {
 			t.Fatalf("%s second request: %d, want 429 while Redis is up", p, s)
 		}
 	}
-	rs.stop()
+	rs.Stop()
 	var slowest time.Duration
 	for i := range 50 {
 		s, _, took := status("/allow")
@@ -341,7 +310,7 @@ func TestThrottleRedisOutage(t *testing.T) {
 	if s != 503 || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("on_error deny with Redis down: %d Retry-After %q, want 503 with Retry-After", s, resp.Header.Get("Retry-After"))
 	}
-	rs.start()
+	rs.Restart()
 	if !WaitFor(t.Context(), 10*time.Second, func() bool {
 		s, _, _ := status("/allow")
 		return s == 429
