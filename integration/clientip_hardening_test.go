@@ -235,8 +235,7 @@ http://{$HOST}:{$HTTP_PORT} {
 		dir := t.TempDir()
 		config := filepath.Join(dir, "Caddyfile")
 		port := FreePort(t)
-		err := os.WriteFile(config, []byte("{\n\tadmin off\n\tpersist_config off\n}\n"+
-			strings.ReplaceAll(strings.ReplaceAll(site("{env.EDGEKIT_TEST_NEVER_SET}abc"), "{$HOST}", "127.0.0.1"), "{$HTTP_PORT}", strconv.Itoa(port))), 0o600)
+		err := os.WriteFile(config, []byte("{\n\tadmin off\n\tpersist_config off\n}\n"+site("{env.EDGEKIT_TEST_NEVER_SET}abc")), 0o600)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,7 +243,8 @@ http://{$HOST}:{$HTTP_PORT} {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, caddyBinary, "run", "--config", config, "--adapter", "caddyfile")
 		cmd.Dir = dir
-		cmd.Env = []string{"HOME=" + dir, "XDG_DATA_HOME=" + dir, "XDG_CONFIG_HOME=" + dir, "PATH=" + os.Getenv("PATH")}
+		cmd.Env = []string{"HOME=" + dir, "XDG_DATA_HOME=" + dir, "XDG_CONFIG_HOME=" + dir, "PATH=" + os.Getenv("PATH"),
+			"HOST=127.0.0.1", "HTTP_PORT=" + strconv.Itoa(port)}
 		out, err := cmd.CombinedOutput()
 		if ctx.Err() != nil {
 			t.Fatalf("caddy started with the secret \"abc\" (killed after 30 s):\n%s", out)
