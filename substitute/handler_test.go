@@ -26,13 +26,19 @@ func provision(t testing.TB, h *Handler) *Handler {
 	t.Helper()
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)
-	if err := h.Provision(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Validate(); err != nil {
+	if err := provisionValidate(ctx, h); err != nil {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// provisionValidate provisions h in ctx and validates it, as Caddy loads a
+// handler.
+func provisionValidate(ctx caddy.Context, h *Handler) error {
+	if err := h.Provision(ctx); err != nil {
+		return err
+	}
+	return h.Validate()
 }
 
 func request(method, target string) *http.Request {

@@ -239,10 +239,7 @@ func TestMaxMatchZeroRefused(t *testing.T) {
 		}
 		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 		defer cancel()
-		if err := h.Provision(ctx); err != nil {
-			return nil, err
-		}
-		return h, h.Validate()
+		return h, provisionValidate(ctx, h)
 	}
 	if _, err := load(`{"rules":[{"find":"a","replace":"b"}],"max_match":0}`); err == nil || !strings.Contains(err.Error(), "substitute: max_match 0") {
 		t.Errorf(`JSON "max_match": 0: error %v, want one about max_match 0`, err)

@@ -32,10 +32,7 @@ func TestCaddyfileAndJSONRefuseAlike(t *testing.T) {
 	} {
 		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 		h := tc.json
-		jsonErr := h.Provision(ctx)
-		if jsonErr == nil {
-			jsonErr = h.Validate()
-		}
+		jsonErr := provisionValidate(ctx, &h)
 		cancel()
 		err := new(Handler).UnmarshalCaddyfile(caddyfile.NewTestDispenser("substitute {\n" + tc.caddyfile + "\n}"))
 		adapttest.SameRefusal(t, tc.caddyfile, err, jsonErr)
