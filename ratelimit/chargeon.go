@@ -100,7 +100,7 @@ func (h *Handler) charge(r *http.Request, keys []requestKey, status int) {
 			return
 		}
 	} else {
-		now := h.chargeClock()
+		now := h.clockNow() // when the response is known, not when the request arrived
 		for i, z := range h.zones {
 			if which[i] {
 				chargeMemory(z, keys[i].hash(), now)
@@ -112,13 +112,4 @@ func (h *Handler) charge(r *http.Request, keys []requestKey, status int) {
 			z.counters.charged.Inc()
 		}
 	}
-}
-
-// chargeClock is now on the memory store's clock: a charge lands when the
-// response is known, not when the request arrived.
-func (h *Handler) chargeClock() int64 {
-	if h.now != nil {
-		return h.now()
-	}
-	return monotonicNow()
 }
