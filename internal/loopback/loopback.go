@@ -39,19 +39,19 @@ const ClaimPort = 19387
 // until t ends and returns it ("127.a.b.c").
 func Claim(t testing.TB) string {
 	t.Helper()
-	return ClaimFrom(t, Random)
+	return claimFrom(t, random)
 }
 
-// Random is a random candidate address for Claim: 127.a.b.c with a and c
+// random is a random candidate address for Claim: 127.a.b.c with a and c
 // in 1..254, so never in 127.0.0.0/24 nor the broadcast 127.255.255.255.
-func Random() netip.Addr {
+func random() netip.Addr {
 	return netip.AddrFrom4([4]byte{127, byte(1 + rand.IntN(254)), byte(rand.IntN(256)), byte(1 + rand.IntN(254))})
 }
 
-// ClaimFrom is Claim with the candidates next returns, tried in turn until
+// claimFrom is Claim with the candidates next returns, tried in turn until
 // one can be claimed (bounded: a machine where 64 random addresses are all
 // taken is broken, not busy).
-func ClaimFrom(t testing.TB, next func() netip.Addr) string {
+func claimFrom(t testing.TB, next func() netip.Addr) string {
 	t.Helper()
 	var errs []error
 	for range 64 {

@@ -30,15 +30,15 @@ func TestClaimRefusedPicksAnother(t *testing.T) {
 		}
 	}
 	t.Run("claim", func(t *testing.T) {
-		if got := ClaimFrom(t, candidates(taken, free)); got != free.String() {
+		if got := claimFrom(t, candidates(taken, free)); got != free.String() {
 			t.Fatalf("claimed %s, want %s: %s is another process's", got, free, taken)
 		}
-		if got := ClaimFrom(t, candidates(free, third)); got != third.String() {
+		if got := claimFrom(t, candidates(free, third)); got != third.String() {
 			t.Fatalf("claimed %s again while held, want %s", got, third)
 		}
 	})
 	// The subtest has ended: its claims are released.
-	if got := ClaimFrom(t, candidates(free)); got != free.String() {
+	if got := claimFrom(t, candidates(free)); got != free.String() {
 		t.Fatalf("claimed %s, want %s released by the ended test", got, free)
 	}
 }
@@ -49,7 +49,7 @@ func TestClaimRefusedPicksAnother(t *testing.T) {
 func TestRandomStaysOutOf127_0_0(t *testing.T) {
 	low := netip.MustParsePrefix("127.0.0.0/24")
 	for range 10000 {
-		a := Random()
+		a := random()
 		if !a.IsLoopback() || low.Contains(a) || a == netip.MustParseAddr("127.255.255.255") {
 			t.Fatalf("candidate %s", a)
 		}
