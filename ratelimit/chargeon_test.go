@@ -14,6 +14,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/caddy-edgekit/edgekit/internal/testredis"
 )
 
 // serveNext is serveWith without headers.
@@ -92,7 +94,7 @@ func TestChargeOnLoginMemory(t *testing.T) {
 }
 
 func TestChargeOnLoginRedis(t *testing.T) {
-	rs := startRedis(t)
+	rs := testredis.Start(t)
 	h := redisHandler(t, rs, "deny", loginZone("charge-login-redis"))
 	// Redis keeps time itself: move the caller's TAT back instead.
 	checkLoginScenario(t, h, "192.0.2.10", func(d time.Duration) {
@@ -173,7 +175,7 @@ func TestChargeOnInFlightBoundMemory(t *testing.T) {
 }
 
 func TestChargeOnInFlightBoundRedis(t *testing.T) {
-	rs := startRedis(t)
+	rs := testredis.Start(t)
 	checkInFlightBound(t, redisHandler(t, rs, "deny", loginZone("charge-inflight-redis")), "192.0.2.20")
 }
 
@@ -211,7 +213,7 @@ func TestChargeOnFreeRunningBoundMemory(t *testing.T) {
 }
 
 func TestChargeOnFreeRunningBoundRedis(t *testing.T) {
-	rs := startRedis(t)
+	rs := testredis.Start(t)
 	checkFreeRunningBound(t, redisHandler(t, rs, "deny", loginZone("charge-free-redis")), "192.0.2.21")
 }
 
@@ -320,7 +322,7 @@ func TestChargeOnCaddyfile(t *testing.T) {
 // TestChargeOnRedisFailsAtCharge: Redis gone between the check and the
 // charge: the response stands, the failure is counted, nothing panics.
 func TestChargeOnRedisFailsAtCharge(t *testing.T) {
-	rs := startRedis(t)
+	rs := testredis.Start(t)
 	h := redisHandler(t, rs, "deny", loginZone("charge-redis-gone"))
 	var m dto.Metric
 	storeErrors := func() float64 {
@@ -331,7 +333,7 @@ func TestChargeOnRedisFailsAtCharge(t *testing.T) {
 	}
 	before := storeErrors()
 	res := serveNext(t, h, "192.0.2.70", func(w http.ResponseWriter, r *http.Request) error {
-		rs.kill()
+		rs.Stop()
 		w.WriteHeader(http.StatusUnauthorized)
 		return nil
 	})

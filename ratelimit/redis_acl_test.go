@@ -35,9 +35,9 @@ func aclHandler(t testing.TB, addrs string, user, zone string) *Handler {
 // single node and on a cluster; without one of them the connect probe
 // reports NOPERM with the fix, counted.
 func TestRedisACLLeastPrivileges(t *testing.T) {
-	rs := startRedis(t)
-	aclUser(t, rs.addr(), "edge", leastPrivileges...)
-	h := aclHandler(t, rs.addr(), "edge", "r-acl")
+	rs := testredis.Start(t)
+	aclUser(t, rs.Addr(), "edge", leastPrivileges...)
+	h := aclHandler(t, rs.Addr(), "edge", "r-acl")
 	for i, want := range []bool{true, false} {
 		if allowed, err := decideOnce(h); err != nil || allowed != want {
 			t.Fatalf("decision %d with the least privileges: allowed %v, error %v; want %v", i, allowed, err, want)
@@ -52,9 +52,9 @@ func TestRedisACLLeastPrivileges(t *testing.T) {
 			}
 		}
 		user := "no" + strings.TrimPrefix(missing, "+")
-		aclUser(t, rs.addr(), user, rules...)
+		aclUser(t, rs.Addr(), user, rules...)
 		before := testutil.ToFloat64(throttleMetrics.connectErrors)
-		h := aclHandler(t, rs.addr(), user, "r-acl-"+user)
+		h := aclHandler(t, rs.Addr(), user, "r-acl-"+user)
 		_, err := decideOnce(h)
 		if err == nil || !strings.Contains(err.Error(), "NOPERM") || !strings.Contains(err.Error(), "grant at least") {
 			t.Fatalf("user without %s: %v, want NOPERM with the privileges to grant", missing, err)

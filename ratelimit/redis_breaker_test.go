@@ -9,13 +9,15 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/caddy-edgekit/edgekit/internal/testredis"
 )
 
 // TestRedisBreakerVisible: while the breaker is open the gauge says so, and
 // each opening is one warning; a failed probe is no new opening; closing
 // sets the gauge back and is logged.
 func TestRedisBreakerVisible(t *testing.T) {
-	rs := startRedis(t)
+	rs := testredis.Start(t)
 	h := redisHandler(t, rs, "allow", &Zone{Name: "r-breaker", Rate: "100/1s", Burst: 100})
 	core, logs := observer.New(zapcore.DebugLevel)
 	h.redis.logger = zap.New(core)
@@ -29,7 +31,7 @@ func TestRedisBreakerVisible(t *testing.T) {
 	if err := decide(); err != nil || gauge() != 0 {
 		t.Fatalf("healthy: error %v, gauge %v", err, gauge())
 	}
-	rs.kill()
+	rs.Stop()
 	for range 10 {
 		if decide() == nil {
 			t.Fatal("decided with Redis down")
@@ -48,7 +50,7 @@ func TestRedisBreakerVisible(t *testing.T) {
 	if gauge() != 1 || opened() != 1 {
 		t.Fatalf("after a failed probe: gauge %v, %d opening warnings, want 1 and 1 (no new opening)", gauge(), opened())
 	}
-	rs.start(t)
+	rs.Restart()
 	time.Sleep(breakerCooldown + 50*time.Millisecond)
 	deadline := time.Now().Add(10 * time.Second)
 	for decide() != nil {
@@ -60,7 +62,7 @@ func TestRedisBreakerVisible(t *testing.T) {
 	if gauge() != 0 || logs.FilterMessageSnippet("redis breaker closed").Len() != 1 {
 		t.Fatalf("recovered: gauge %v, %d closing lines, want 0 and 1", gauge(), logs.FilterMessageSnippet("redis breaker closed").Len())
 	}
-	rs.kill()
+	rs.Stop()
 	for range 3 {
 		_ = decide()
 	}

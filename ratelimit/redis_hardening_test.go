@@ -17,7 +17,7 @@ import (
 // (its context canceled) is still decided, within the timeout, and never
 // counts against the breaker every handler of that Redis shares.
 func TestRedisCanceledRequestIsNoFailure(t *testing.T) {
-	rs := startRedis(t)
+	rs := testredis.Start(t)
 	h := redisHandler(t, rs, "deny", &Zone{Name: "r-canceled", Rate: "1/1h"})
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -41,8 +41,8 @@ func TestRedisCanceledRequestIsNoFailure(t *testing.T) {
 // password and key_prefix are expanded at provision; an unset or unknown
 // one is refused, naming the field.
 func TestRedisPlaceholders(t *testing.T) {
-	rs := startRedis(t)
-	t.Setenv("EDGEKIT_T_ADDR", rs.addr())
+	rs := testredis.Start(t)
+	t.Setenv("EDGEKIT_T_ADDR", rs.Addr())
 	t.Setenv("EDGEKIT_T_USER", "default")
 	t.Setenv("EDGEKIT_T_PASS", "pw")
 	t.Setenv("EDGEKIT_T_PREFIX", "pfx")
@@ -56,7 +56,7 @@ func TestRedisPlaceholders(t *testing.T) {
 		}},
 	}, nil)
 	opt := h.redis.conn.opt
-	if opt.InitAddress[0] != rs.addr() || opt.Username != "default" || opt.Password != "pw" || h.redis.prefix != "pfx:" {
+	if opt.InitAddress[0] != rs.Addr() || opt.Username != "default" || opt.Password != "pw" || h.redis.prefix != "pfx:" {
 		t.Fatalf("expanded to address %q username %q password %q key_prefix %q", opt.InitAddress, opt.Username, opt.Password, h.redis.prefix)
 	}
 	// The config as written keeps its placeholders: it is what the admin
@@ -66,7 +66,7 @@ func TestRedisPlaceholders(t *testing.T) {
 	}
 	for _, field := range []string{"address", "username", "password", "key_prefix"} {
 		for _, ph := range []string{"{env.EDGEKIT_T_UNSET}", "{nope}"} {
-			s := &RedisStore{Address: rs.addr()}
+			s := &RedisStore{Address: rs.Addr()}
 			switch field {
 			case "address":
 				s.Address = ph
@@ -90,7 +90,7 @@ func TestRedisPlaceholders(t *testing.T) {
 	// Escaped braces are literal.
 	h = provision(t, &Handler{
 		Zones: []*Zone{{Name: "r-ph-esc", Rate: "1/1h"}},
-		Store: &Store{Type: "redis", Redis: &RedisStore{Address: rs.addr(), Password: `a\{b\}`}},
+		Store: &Store{Type: "redis", Redis: &RedisStore{Address: rs.Addr(), Password: `a\{b\}`}},
 	}, nil)
 	if got := h.redis.conn.opt.Password; got != "a{b}" {
 		t.Fatalf(`password a\{b\}: %q, want a{b}`, got)
@@ -156,11 +156,11 @@ func TestRedisZoneStoreMismatch(t *testing.T) {
 func TestRedisHungAfterConnect(t *testing.T) {
 	for _, state := range []string{"stopped", "reconnect"} {
 		t.Run(state, func(t *testing.T) {
-			rs := startRedis(t)
+			rs := testredis.Start(t)
 			const timeout = 100 * time.Millisecond
 			h := provision(t, &Handler{
 				Zones: []*Zone{{Name: "r-hung-" + state, Rate: "1000/1s"}},
-				Store: &Store{Type: "redis", Redis: &RedisStore{Address: rs.addr(), Timeout: caddy.Duration(timeout), OnError: "deny"}},
+				Store: &Store{Type: "redis", Redis: &RedisStore{Address: rs.Addr(), Timeout: caddy.Duration(timeout), OnError: "deny"}},
 			}, nil)
 			// Connected first: on a loaded machine (or under -race) the
 			// connect may take longer than one decision's timeout.
@@ -177,11 +177,12 @@ func TestRedisHungAfterConnect(t *testing.T) {
 			}
 			switch state {
 			case "stopped":
-				_ = rs.cmd.Process.Signal(syscall.SIGSTOP)
-				t.Cleanup(func() { _ = rs.cmd.Process.Signal(syscall.SIGCONT) })
+				p := rs.Cmd().Process
+				_ = p.Signal(syscall.SIGSTOP)
+				t.Cleanup(func() { _ = p.Signal(syscall.SIGCONT) })
 			case "reconnect":
-				rs.kill()
-				testredis.Hung(t, rs.addr())
+				rs.Stop()
+				testredis.Hung(t, rs.Addr())
 			}
 			slowest := slowestOfConcurrentDecisions(t, h, 30)
 			t.Logf("%s: slowest of 30 concurrent decisions: %v (timeout %v)", state, slowest, timeout)

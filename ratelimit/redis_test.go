@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"syscall"
 	"testing"
 	"time"
@@ -14,44 +13,15 @@ import (
 	"github.com/caddy-edgekit/edgekit/internal/testredis"
 )
 
-// redisServer is a real redis-server on a loopback address of the test's
-// own (internal/testredis), stopped at cleanup; without redis-server on PATH
-// the test skips, saying how to install it.
-type redisServer struct {
-	*testredis.Server
-	port int
-	cmd  *exec.Cmd // the running process, for signals
-}
-
-// startRedis starts redis-server with args added to its command line (e.g.
-// "--requirepass", "secret").
-func startRedis(t testing.TB, args ...string) *redisServer {
-	t.Helper()
-	s := &redisServer{Server: testredis.Start(t, args...)}
-	s.port, s.cmd = s.Port(), s.Cmd()
-	return s
-}
-
-func (s *redisServer) addr() string { return s.Addr() }
-
-// start starts a killed server again on the same address.
-func (s *redisServer) start(t testing.TB) {
-	t.Helper()
-	s.Restart()
-	s.cmd = s.Cmd()
-}
-
-func (s *redisServer) kill() { s.Stop() }
-
-func redisHandler(t testing.TB, rs *redisServer, onError string, zones ...*Zone) *Handler {
+func redisHandler(t testing.TB, rs *testredis.Server, onError string, zones ...*Zone) *Handler {
 	return provision(t, &Handler{Zones: zones, Store: &Store{Type: "redis", Redis: &RedisStore{
-		Address: rs.addr(), Timeout: caddy.Duration(500 * time.Millisecond), OnError: OnError(onError),
+		Address: rs.Addr(), Timeout: caddy.Duration(500 * time.Millisecond), OnError: OnError(onError),
 		KeyPrefix: fmt.Sprintf("test-%d:", time.Now().UnixNano()),
 	}}}, nil)
 }
 
 func TestRedisBurstExact(t *testing.T) {
-	rs := startRedis(t)
+	rs := testredis.Start(t)
 	h := redisHandler(t, rs, "deny", &Zone{Name: "r-burst", Rate: "10/1m", Burst: 4})
 	passed := 0
 	for range 20 {
@@ -71,7 +41,7 @@ func TestRedisBurstExact(t *testing.T) {
 }
 
 func TestRedisZonesAllOrNothing(t *testing.T) {
-	rs := startRedis(t)
+	rs := testredis.Start(t)
 	h := redisHandler(t, rs, "deny",
 		&Zone{Name: "r-ip", Rate: "2/1m", Burst: 1},
 		&Zone{Name: "r-user", Key: "{http.request.header.X-User}", Rate: "3/1m", Burst: 2},
@@ -96,9 +66,9 @@ func TestRedisZonesAllOrNothing(t *testing.T) {
 // TestRedisSharedBetweenHandlers: two handlers of separate configs (as on
 // two nodes) naming one zone share one budget through Redis.
 func TestRedisSharedBetweenHandlers(t *testing.T) {
-	rs := startRedis(t)
+	rs := testredis.Start(t)
 	store := func() *Store {
-		return &Store{Type: "redis", Redis: &RedisStore{Address: rs.addr(), KeyPrefix: "shared:"}}
+		return &Store{Type: "redis", Redis: &RedisStore{Address: rs.Addr(), KeyPrefix: "shared:"}}
 	}
 	a := provision(t, &Handler{Zones: []*Zone{{Name: "r-shared", Rate: "10/1m", Burst: 9}}, Store: store()}, nil)
 	b := provision(t, &Handler{Zones: []*Zone{{Name: "r-shared", Rate: "10/1m", Burst: 9}}, Store: store()}, nil)
@@ -120,13 +90,13 @@ func TestRedisSharedBetweenHandlers(t *testing.T) {
 // TestRedisOutage: with Redis gone, on_error decides; the breaker stops
 // asking Redis after repeated failures; limiting resumes when it is back.
 func TestRedisOutage(t *testing.T) {
-	rs := startRedis(t)
+	rs := testredis.Start(t)
 	allow := redisHandler(t, rs, "allow", &Zone{Name: "r-out-allow", Rate: "1/1m"})
 	deny := redisHandler(t, rs, "deny", &Zone{Name: "r-out-deny", Rate: "1/1m"})
 	if !serve(t, allow, "192.0.2.1", nil).passed || serve(t, allow, "192.0.2.1", nil).passed {
 		t.Fatal("limit not applied while Redis is up")
 	}
-	rs.kill()
+	rs.Stop()
 	for range 10 {
 		if !serve(t, allow, "192.0.2.1", nil).passed {
 			t.Fatal("on_error allow rejected while Redis is down")
@@ -143,7 +113,7 @@ func TestRedisOutage(t *testing.T) {
 	if !errors.Is(err, errBreakerOpen) {
 		t.Fatalf("after repeated failures: %v, want the breaker open", err)
 	}
-	rs.start(t)
+	rs.Restart()
 	time.Sleep(breakerCooldown + 100*time.Millisecond)
 	var resumed bool
 	for i := range 100 {
@@ -165,13 +135,14 @@ func TestRedisOutage(t *testing.T) {
 // TestRedisHungTimesOut: a Redis that accepts but never answers costs each
 // decision at most the timeout, then the breaker answers at once.
 func TestRedisHungTimesOut(t *testing.T) {
-	rs := startRedis(t)
+	rs := testredis.Start(t)
 	h := redisHandler(t, rs, "allow", &Zone{Name: "r-hung", Rate: "1/1m"})
 	if !serve(t, h, "192.0.2.1", nil).passed {
 		t.Fatal("first request rejected")
 	}
-	_ = rs.cmd.Process.Signal(syscall.SIGSTOP)
-	defer func() { _ = rs.cmd.Process.Signal(syscall.SIGCONT) }()
+	p := rs.Cmd().Process
+	_ = p.Signal(syscall.SIGSTOP)
+	defer func() { _ = p.Signal(syscall.SIGCONT) }()
 	var out [1]outcome
 	keys := []requestKey{{text: "hung"}}
 	for i := range breakerThreshold {
