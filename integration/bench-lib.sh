@@ -54,3 +54,20 @@ caddy_binary() {
 		(cd "$1" && go build -o "$2" ./cmd/caddy)
 	fi
 }
+
+# caddy_global admin storage-dir: the global options block of a benchmark
+# Caddyfile: the admin endpoint at admin (or off), nothing persisted, no
+# automatic HTTPS, storage in storage-dir.
+caddy_global() {
+	printf '{\n\tadmin %s\n\tpersist_config off\n\tauto_https off\n\tstorage file_system %s\n}\n' "$1" "$2"
+}
+
+# wait_ready path ports...: waits, up to 10 s each, until every port on
+# 127.0.0.1 answers GET path with a 2xx.
+wait_ready() {
+	local path=$1 port
+	shift
+	for port in "$@"; do
+		for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$port$path" && break; sleep 0.1; done
+	done
+}

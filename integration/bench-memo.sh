@@ -77,7 +77,7 @@ subst_server() { # port memo-line
 	printf 'http://127.0.0.1:%s {\n\tsubstitute {\n%s%s\t}\n\treverse_proxy 127.0.0.1:%s\n}\n' "$1" "$caddy_rules" "$2" "$ORIGIN"
 }
 {
-	printf '{\n\tadmin 127.0.0.1:%s\n\tpersist_config off\n\tauto_https off\n\tstorage file_system %s\n}\n' "$ADMIN" "$WORK/caddy-data"
+	caddy_global "127.0.0.1:$ADMIN" "$WORK/caddy-data"
 	printf 'http://127.0.0.1:%s {\n\treverse_proxy 127.0.0.1:%s\n}\n' "$PLAIN" "$ORIGIN"
 	subst_server "$OFF" $'\t\tmemo off\n'
 	subst_server "$ON" "" # the default: memo on
@@ -86,9 +86,7 @@ HOME=$WORK "$WORK/caddy" run --config "$WORK/Caddyfile" --adapter caddyfile >"$W
 CADDY_PID=$!
 PIDS+=($CADDY_PID)
 
-for port in $ORIGIN $PLAIN $OFF $ON; do
-	for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$port/page.html" && break; sleep 0.1; done
-done
+wait_ready /page.html $ORIGIN $PLAIN $OFF $ON
 
 # For the record: no rule matches, so every server returns the page as is;
 # the origin's ETag is strong.

@@ -89,9 +89,6 @@ nginx_conf subs "$NGINX" "		location / {
 			proxy_set_header Connection \"\"; proxy_set_header Accept-Encoding \"\";
 $nginx_rules		}"
 
-caddy_global() { # admin-address storage-dir
-	printf '{\n\tadmin %s\n\tpersist_config off\n\tauto_https off\n\tstorage file_system %s\n}\n' "$1" "$2"
-}
 subst_server() { # port: the 10 rules in front of the origin
 	printf 'http://127.0.0.1:%s {\n\tsubstitute {\n%s\t}\n\treverse_proxy 127.0.0.1:%s\n}\n' "$1" "$caddy_rules" "$ORIGIN"
 }
@@ -133,9 +130,7 @@ if [ -n "${CADDY_BIN_B:-}" ]; then
 	PIDS+=($CADDY_B_PID)
 fi
 
-for port in $ORIGIN $NGINX $PLAIN $MEMO $SCAN $SUBST ${CADDY_B_PID:+$SUBST_B}; do
-	for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$port/page.html" && break; sleep 0.1; done
-done
+wait_ready /page.html $ORIGIN $NGINX $PLAIN $MEMO $SCAN $SUBST ${CADDY_B_PID:+$SUBST_B}
 
 # The outputs, for the record (subs_filter applies rules one after another
 # line by line, substitute all at once, so the bytes may differ slightly).
