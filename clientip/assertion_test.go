@@ -388,3 +388,16 @@ func TestReasonPlaceholder(t *testing.T) {
 		}
 	}
 }
+
+// TestSignBehindSourceIsNotDirect: a PoP that signs and learns its CDN's
+// ranges from a source has something in front of it: it signs the client
+// the CDN vouches for, never the CDN's own address.
+func TestSignBehindSourceIsNotDirect(t *testing.T) {
+	h := provision(t, fmt.Sprintf(`{"trusted_proxies_source":{"source":"static","ranges":["10.0.0.0/8"]},"sign":{"key":{"id":"k1","secret":%q}}}`, testKey1))
+	if h.resolver.direct {
+		t.Fatal("direct mode: the source's ranges would never be read")
+	}
+	if res := h.resolver.resolve(popPeer, hdr("X-Forwarded-For", phone)); res.clientText != phone || res.source != sourceXFF {
+		t.Fatalf("client %q from %v, want %s from xff", res.clientText, res.source, phone)
+	}
+}

@@ -211,7 +211,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			return err
 		}
 	}
-	rs.direct = h.TrustedProxies == nil && h.Secret == nil && h.Verify == nil && h.Sign != nil
+	rs.direct = !h.edgeVerified() && h.Sign != nil
 
 	h.strip = h.strip[:0]
 	names := h.Strip
@@ -233,12 +233,19 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 }
 
 // Validate refuses configurations that could not verify the edge or that
+// edgeVerified reports whether something proves a request came through the
+// edge: its addresses (a list or a source), a secret or a signed assertion.
+// Without any, a handler that signs has nothing in front of it (direct).
+func (h *Handler) edgeVerified() bool {
+	return h.TrustedProxies != nil || h.sourceName != "" || h.Secret != nil || h.Verify != nil
+}
+
 // make no sense.
 func (h *Handler) Validate() error {
 	if err := checkHops(*h.Hops); err != nil {
 		return err
 	}
-	if h.TrustedProxies == nil && h.sourceName == "" && h.Secret == nil && h.Verify == nil && h.Sign == nil {
+	if !h.edgeVerified() && h.Sign == nil {
 		return errors.New("client_ip: nothing verifies the edge: set trusted_proxies (the edge's addresses, or in trusted_proxies_source a module that supplies them), secret (a header the edge sends) and/or verify (the edge's signed assertion); a PoP with nothing in front of it may have just sign")
 	}
 	if err := h.validateAssertions(); err != nil {
