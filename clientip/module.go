@@ -232,7 +232,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	return err
 }
 
-// Validate refuses configurations that could not verify the edge or that
 // edgeVerified reports whether something proves a request came through the
 // edge: its addresses (a list or a source), a secret or a signed assertion.
 // Without any, a handler that signs has nothing in front of it (direct).
@@ -240,6 +239,7 @@ func (h *Handler) edgeVerified() bool {
 	return h.TrustedProxies != nil || h.sourceName != "" || h.Secret != nil || h.Verify != nil
 }
 
+// Validate refuses configurations that could not verify the edge or that
 // make no sense.
 func (h *Handler) Validate() error {
 	if err := checkHops(*h.Hops); err != nil {
