@@ -146,35 +146,14 @@ func TestValidateRefusesOutOfRange(t *testing.T) {
 }
 
 // roundTrip drives an encoder the way the encode handler does: Reset to the
-// response, Write data[:split], Flush, Write the rest, Close. It checks that
-// the flushed prefix already decodes to everything written before the Flush.
+// response, Write data[:split], Flush, Write the rest, Close, Reset(nil). It
+// checks that the flushed prefix already decodes to everything written
+// before the Flush, and the whole stream to data, with both decoders.
 func roundTrip(t *testing.T, enc encode.Encoder, data []byte, split int) []byte {
 	t.Helper()
-	var out bytes.Buffer
-	enc.Reset(&out)
-	if _, err := enc.Write(data[:split]); err != nil {
-		t.Fatal(err)
-	}
-	if err := enc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	prefix := make([]byte, split)
-	if _, err := io.ReadFull(brotli.NewReader(bytes.NewReader(out.Bytes())), prefix); err != nil {
-		t.Fatalf("flushed stream does not decode to the %d bytes written before Flush: %v", split, err)
-	}
-	if !bytes.Equal(prefix, data[:split]) {
-		t.Fatal("flushed prefix decodes to different bytes")
-	}
-	if _, err := enc.Write(data[split:]); err != nil {
-		t.Fatal(err)
-	}
-	if err := enc.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if got := decompress(t, out.Bytes()); !bytes.Equal(got, data) {
-		t.Fatalf("round trip: got %d bytes, want %d", len(got), len(data))
-	}
-	return out.Bytes()
+	stream, flushedLen, flushedData := encodeFlushed(t, enc, data, split)
+	checkDecodes(t, stream, flushedLen, flushedData, data)
+	return stream
 }
 
 // TestEncoderContract is Caddy's encoder contract (encode_conformance_test.go
