@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-edgekit/edgekit/internal/testredis"
@@ -15,12 +14,6 @@ import (
 func serveUser(t *testing.T, h *Handler, ip, user string, next caddyhttp.HandlerFunc) int {
 	t.Helper()
 	return serveWith(t, h, ip, map[string]string{"X-User": user}, next).status
-}
-
-func clusterHandlerPrefix(t *testing.T, c *testredis.Cluster, prefix string, zones ...*Zone) *Handler {
-	return provision(t, &Handler{Zones: zones, Store: &Store{Type: "redis", Redis: &RedisStore{
-		Address: c.Nodes[0].Addr(), Timeout: caddy.Duration(2 * time.Second), OnError: "deny", KeyPrefix: prefix,
-	}}}, nil)
 }
 
 // TestRedisClusterChargeOn: on a Redis Cluster, charge_on zones keyed

@@ -13,11 +13,16 @@ import (
 	"github.com/caddy-edgekit/edgekit/internal/testredis"
 )
 
-func clusterHandler(t testing.TB, c *testredis.Cluster, zones ...*Zone) *Handler {
+// clusterHandlerPrefix is a handler on c's first node, deny on error, with
+// key_prefix prefix.
+func clusterHandlerPrefix(t testing.TB, c *testredis.Cluster, prefix string, zones ...*Zone) *Handler {
 	return provision(t, &Handler{Zones: zones, Store: &Store{Type: "redis", Redis: &RedisStore{
-		Address: c.Nodes[0].Addr(), Timeout: caddy.Duration(2 * time.Second), OnError: "deny",
-		KeyPrefix: fmt.Sprintf("test-%d:", time.Now().UnixNano()),
+		Address: c.Nodes[0].Addr(), Timeout: caddy.Duration(2 * time.Second), OnError: "deny", KeyPrefix: prefix,
 	}}}, nil)
+}
+
+func clusterHandler(t testing.TB, c *testredis.Cluster, zones ...*Zone) *Handler {
+	return clusterHandlerPrefix(t, c, fmt.Sprintf("test-%d:", time.Now().UnixNano()), zones...)
 }
 
 // TestRedisClusterZonesOfDifferentKeys: on a Redis Cluster, zones with different
