@@ -51,21 +51,11 @@ func substituteExpected(page []byte) string {
 
 func substituteEncode(t testing.TB, enc string, b []byte) []byte {
 	var buf bytes.Buffer
-	var w io.WriteCloser
-	switch enc {
-	case "gzip":
-		w = gzip.NewWriter(&buf)
-	case "deflate":
-		w = zlib.NewWriter(&buf)
-	case "br":
-		w = brotli.NewWriter(&buf)
-	case "zstd":
-		zw, err := zstd.NewWriter(&buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w = zw
-	default:
+	w, err := substituteEncoder(enc, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w == nil {
 		return b
 	}
 	_, _ = w.Write(b)
@@ -73,6 +63,29 @@ func substituteEncode(t testing.TB, enc string, b []byte) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// encodeWriter is a compressing writer.
+type encodeWriter interface {
+	io.Writer
+	Flush() error
+	Close() error
+}
+
+// substituteEncoder returns a writer compressing into w in the coding enc
+// (gzip, deflate, br or zstd), or nil for any other.
+func substituteEncoder(enc string, w io.Writer) (encodeWriter, error) {
+	switch enc {
+	case "gzip":
+		return gzip.NewWriter(w), nil
+	case "deflate":
+		return zlib.NewWriter(w), nil
+	case "br":
+		return brotli.NewWriter(w), nil
+	case "zstd":
+		return zstd.NewWriter(w)
+	}
+	return nil, nil
 }
 
 // substituteEnv is one Caddy with substitute in front of a real origin, a

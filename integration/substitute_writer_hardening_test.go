@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"compress/zlib"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,27 +25,12 @@ import (
 func flushingOrigin(t *testing.T, body []byte) string {
 	return Origin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		enc := strings.TrimPrefix(r.URL.Path, "/c/")
-		var zw interface {
-			io.Writer
-			Flush() error
-			Close() error
-		}
-		switch enc {
-		case "identity":
-		case "gzip":
-			zw = gzip.NewWriter(w)
-		case "deflate":
-			zw = zlib.NewWriter(w)
-		case "br":
-			zw = brotli.NewWriter(w)
-		case "zstd":
-			z, err := zstd.NewWriter(w)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusInternalServerError)
-				return
-			}
-			zw = z
-		default:
+		zw, err := substituteEncoder(enc, w)
+		switch {
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		case zw == nil && enc != "identity":
 			http.NotFound(w, r)
 			return
 		}
