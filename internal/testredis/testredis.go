@@ -77,13 +77,6 @@ func Binary(t testing.TB) string {
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return s.addr }
 
-// Port is Addr's port.
-func (s *Server) Port() int {
-	_, p, _ := net.SplitHostPort(s.addr)
-	n, _ := strconv.Atoi(p)
-	return n
-}
-
 // Cmd is the running process (nil while stopped), for tests that signal it,
 // e.g. SIGSTOP for a Redis that accepts but never answers.
 func (s *Server) Cmd() *exec.Cmd {
