@@ -205,9 +205,12 @@ NGINX
 nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" -g 'daemon off;' >"$work/nginx.log" 2>&1 &
 pids+=($!)
 
-for p in $p_plain $p_mem $p_redis $p_cluster $p_tls $p_nginx $p_nginx_lr; do wait_port "$p"; done
+names=("caddy respond" "caddy throttle memory" "caddy throttle redis" "caddy throttle redis cluster"
+	"caddy throttle redis tls" "nginx return" "nginx limit_req")
+ports=("$p_plain" "$p_mem" "$p_redis" "$p_cluster" "$p_tls" "$p_nginx" "$p_nginx_lr")
+for p in "${ports[@]}"; do wait_port "$p"; done
 # Warm up (connections, Redis script cache, Go heap).
-for p in $p_plain $p_mem $p_redis $p_cluster $p_tls $p_nginx $p_nginx_lr; do wrk -t1 -c8 -d1s "http://127.0.0.1:$p/" >/dev/null; done
+for p in "${ports[@]}"; do wrk -t1 -c8 -d1s "http://127.0.0.1:$p/" >/dev/null; done
 
 # The stores allow on errors (on_error allow), so a store that cannot connect
 # would be measured as no store at all: each must have run the script.
@@ -228,9 +231,6 @@ for cp in "${cluster_ports[@]}"; do calls=$((calls + $(script_calls -h 127.0.0.1
 check_store "redis cluster" "$calls"
 check_store "redis tls" "$(script_calls --tls --cacert "$work/ca.pem" -h 127.0.0.1 -p "$redis_tls_port")"
 
-names=("caddy respond" "caddy throttle memory" "caddy throttle redis" "caddy throttle redis cluster"
-	"caddy throttle redis tls" "nginx return" "nginx limit_req")
-ports=("$p_plain" "$p_mem" "$p_redis" "$p_cluster" "$p_tls" "$p_nginx" "$p_nginx_lr")
 declare -A results
 for round in $(seq 1 "$ROUNDS"); do
 	for i in "${!ports[@]}"; do
