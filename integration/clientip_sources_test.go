@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -139,21 +138,4 @@ http://{$HOST}:{$HTTP_PORT} {
 	if n, loads := strings.Count(c.Logs(), `"msg":"serving initial configuration"`), grepLines(c.Logs(), `"uri":"/load"`); n != 1 || loads != "" {
 		t.Errorf("initial configuration served %d times, loads %q: the ranges must change without a reload", n, loads)
 	}
-}
-
-// counterValue returns the value of the series (name{labels}, exactly as
-// Caddy exports it) in Prometheus text, failing the test when it is absent.
-func counterValue(t *testing.T, text, series string) float64 {
-	t.Helper()
-	for line := range strings.SplitSeq(text, "\n") {
-		if value, ok := strings.CutPrefix(line, series+" "); ok {
-			v, err := strconv.ParseFloat(value, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			return v
-		}
-	}
-	t.Fatalf("no series %s in the metrics:\n%s", series, grepLines(text, "client_ip"))
-	return 0
 }

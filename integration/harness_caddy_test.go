@@ -413,6 +413,32 @@ func (c *Caddy) Metrics() string {
 	return string(b)
 }
 
+// metricValue returns the value of the series (name{labels}, exactly as
+// Caddy exports it) in Prometheus text, and whether it is there.
+func metricValue(text, series string) (string, bool) {
+	for line := range strings.SplitSeq(text, "\n") {
+		if value, ok := strings.CutPrefix(line, series+" "); ok {
+			return value, true
+		}
+	}
+	return "", false
+}
+
+// counterValue is metricValue as a number, failing the test when the series
+// is absent.
+func counterValue(t *testing.T, text, series string) float64 {
+	t.Helper()
+	value, ok := metricValue(text, series)
+	if !ok {
+		t.Fatalf("no series %s in the metrics:\n%s", series, grepLines(text, strings.SplitN(series, "{", 2)[0]))
+	}
+	v, err := strconv.ParseFloat(value, 64)
+	if err != nil {
+		t.Fatalf("%s %s: %v", series, value, err)
+	}
+	return v
+}
+
 // Logs returns everything Caddy wrote to stdout and stderr so far.
 func (c *Caddy) Logs() string { return c.logs.String() }
 

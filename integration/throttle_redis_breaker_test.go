@@ -31,10 +31,8 @@ func TestThrottleRedisBreakerVisible(t *testing.T) {
 }`)
 	client := c.Client()
 	gauge := func() string {
-		for line := range strings.Lines(c.Metrics()) {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "caddy_throttle_store_breaker_open "); ok {
-				return v
-			}
+		if v, ok := metricValue(c.Metrics(), "caddy_throttle_store_breaker_open"); ok {
+			return v
 		}
 		return "absent"
 	}
