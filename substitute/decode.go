@@ -8,11 +8,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/andybalholm/brotli"
 	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zlib"
 	"github.com/klauspost/compress/zstd"
+	brrr "github.com/molecule-man/go-brrr"
 	"go.uber.org/zap"
 )
 
@@ -193,11 +193,11 @@ func (d *decoder) decode(enc encoding) error {
 	case encDeflate:
 		err = d.runDeflate(dst)
 	case encBrotli:
-		br, _ := brotliReaders.Get().(*brotli.Reader)
+		br, _ := brotliReaders.Get().(*brrr.Reader)
 		if br == nil {
-			br = brotli.NewReader(d)
-		} else if err = br.Reset(d); err != nil {
-			break
+			br = brrr.NewReader(d)
+		} else {
+			br.Reset(d)
 		}
 		_, err = copyPooled(dst, br)
 		brotliReaders.Put(br)
