@@ -100,7 +100,8 @@ const (
 )
 
 // redisConns are clients shared by every handler (and every config
-// generation) that uses the same server, so reloads keep connections.
+// generation) that uses the same server, credentials and key prefix, so
+// reloads keep connections.
 var redisConns = caddy.NewUsagePool()
 
 // redisConn is a lazily connected client plus its breaker: Caddy starts even
@@ -406,7 +407,10 @@ func newRedisBackend(s *RedisStore, logger *zap.Logger) (*redisBackend, error) {
 			return nil, err
 		}
 	}
-	key := strings.Join([]string{s.Address, s.Username, s.Password, strconv.Itoa(s.DB), s.TLS.identity()}, "\x00")
+	// The key prefix is part of the key: the connect probe checks that the
+	// user may write the prefix's keys, so handlers with another prefix on
+	// the same server get a connection (and a probe) of their own.
+	key := strings.Join([]string{s.Address, s.Username, s.Password, strconv.Itoa(s.DB), s.TLS.identity(), s.KeyPrefix}, "\x00")
 	v, _, err := redisConns.LoadOrNew(key, func() (caddy.Destructor, error) {
 		return &redisConn{logger: logger, probe: s.KeyPrefix + "{probe}:acl", timeout: max(time.Second, 10*time.Duration(s.Timeout)), opt: rueidis.ClientOption{
 			InitAddress: []string{s.Address},

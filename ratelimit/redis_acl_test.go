@@ -83,3 +83,32 @@ func TestRedisACLLeastPrivileges(t *testing.T) {
 		t.Fatalf("cluster, least privileges: 192.0.2.2 as v: %d, want passed (refunded)", res.status)
 	}
 }
+
+// TestRedisACLProbesEveryKeyPrefix: two handlers on one server and user,
+// with different key prefixes, where the user may write only the first
+// one's keys. The second handler's connect must report NOPERM with the fix
+// for its own prefix, as it would alone, not share a connection whose
+// probe checked only the first prefix.
+func TestRedisACLProbesEveryKeyPrefix(t *testing.T) {
+	rs := testredis.Start(t)
+	aclUser(t, rs.Addr(), "edge", leastPrivileges...) // ~acl:*
+	allowed := aclHandler(t, rs.Addr(), "edge", "r-prefix-a")
+	if ok, err := decideOnce(allowed); err != nil || !ok {
+		t.Fatalf("handler with key_prefix acl: allowed %v, error %v; want allowed", ok, err)
+	}
+	before := testutil.ToFloat64(throttleMetrics.connectErrors)
+	other := provision(t, &Handler{
+		Zones: []*Zone{{Name: "r-prefix-b", Rate: "1/1h"}},
+		Store: &Store{Type: "redis", Redis: &RedisStore{Address: rs.Addr(), Username: "edge", Password: "pw", KeyPrefix: "other:", Timeout: caddy.Duration(2 * time.Second), OnError: "deny"}},
+	}, nil)
+	_, err := decideOnce(other)
+	if err == nil || !strings.Contains(err.Error(), "NOPERM") || !strings.Contains(err.Error(), "~other:*") {
+		t.Fatalf("handler with key_prefix other: the user may not write it: %v, want NOPERM naming ~other:*", err)
+	}
+	if n := testutil.ToFloat64(throttleMetrics.connectErrors) - before; n != 1 {
+		t.Fatalf("%v connect errors counted, want 1", n)
+	}
+	if ok, err := decideOnce(allowed); err != nil || ok {
+		t.Fatalf("handler with key_prefix acl, second decision: allowed %v, error %v; want refused by its own limit", ok, err)
+	}
+}
