@@ -1,14 +1,11 @@
 package integration
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,9 +13,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/quic-go/quic-go"
-	"github.com/quic-go/quic-go/http3"
 )
 
 // Signed edge assertions end to end: phones (each dialling from its own
@@ -86,39 +80,10 @@ https://localhost:{$HTTPS_PORT} {
 
 // signedPhone is a client dialling the PoP from ip, over HTTP/2 or HTTP/3.
 func signedPhone(t *testing.T, pop *Caddy, ip string, h3 bool) *http.Client {
-	t.Helper()
-	tlsConfig := &tls.Config{InsecureSkipVerify: true}
-	if !h3 {
-		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 10 * time.Second}
-		tr := &http.Transport{
-			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-				return dialer.DialContext(ctx, network, pop.dialAddr(addr))
-			},
-			TLSClientConfig:    tlsConfig,
-			ForceAttemptHTTP2:  true,
-			DisableCompression: true,
-		}
-		t.Cleanup(tr.CloseIdleConnections)
-		return &http.Client{Timeout: 30 * time.Second, Transport: tr}
+	if h3 {
+		return pop.H3ClientFrom(t, ip)
 	}
-	udp, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(ip)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	qt := &quic.Transport{Conn: udp}
-	tlsConfig.NextProtos = []string{http3.NextProtoH3}
-	tr := &http3.Transport{
-		TLSClientConfig: tlsConfig,
-		Dial: func(ctx context.Context, addr string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
-			raddr, err := net.ResolveUDPAddr("udp4", pop.dialAddr(addr))
-			if err != nil {
-				return nil, err
-			}
-			return qt.DialEarly(ctx, raddr, tlsCfg, cfg)
-		},
-	}
-	t.Cleanup(func() { tr.Close(); qt.Close() })
-	return &http.Client{Timeout: 30 * time.Second, Transport: tr}
+	return pop.ClientFrom(t, ip)
 }
 
 // signedTiers starts the echo backend, the origin and the PoP.

@@ -327,8 +327,17 @@ func (c *Caddy) dialAddr(addr string) string {
 // Client speaks HTTP/1.1 and HTTP/2 and trusts any certificate; it reaches
 // localhost on the Caddy's address, with SNI localhost. It does not add
 // Accept-Encoding on its own nor decode bodies: tests set what they mean.
-func (c *Caddy) Client() *http.Client {
-	dialer := &net.Dialer{Timeout: 10 * time.Second}
+func (c *Caddy) Client() *http.Client { return c.client(&net.Dialer{Timeout: 10 * time.Second}) }
+
+// ClientFrom is Client dialling from the loopback address ip (Linux routes
+// all of 127/8 to lo), so that each client is a caller of its own.
+func (c *Caddy) ClientFrom(t testing.TB, ip string) *http.Client {
+	cl := c.client(&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 10 * time.Second})
+	t.Cleanup(cl.CloseIdleConnections)
+	return cl
+}
+
+func (c *Caddy) client(dialer *net.Dialer) *http.Client {
 	return &http.Client{
 		Timeout: 30 * time.Second,
 		Transport: &http.Transport{
@@ -347,11 +356,36 @@ func (c *Caddy) Client() *http.Client {
 // H3Client speaks HTTP/3 through quic-go and trusts any certificate; like
 // Client it reaches localhost on the Caddy's address.
 func (c *Caddy) H3Client() *http.Client {
+	return c.h3Client(func(ctx context.Context, addr string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
+		return quic.DialAddrEarly(ctx, addr, tlsCfg, cfg)
+	})
+}
+
+// H3ClientFrom is H3Client sending from the loopback address ip.
+func (c *Caddy) H3ClientFrom(t testing.TB, ip string) *http.Client {
+	udp, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(ip)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qt := &quic.Transport{Conn: udp}
+	cl := c.h3Client(func(ctx context.Context, addr string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
+		raddr, err := net.ResolveUDPAddr("udp4", addr)
+		if err != nil {
+			return nil, err
+		}
+		return qt.DialEarly(ctx, raddr, tlsCfg, cfg)
+	})
+	t.Cleanup(func() { cl.Transport.(*http3.Transport).Close(); qt.Close() })
+	return cl
+}
+
+// h3Client dials with dial, given the Caddy's address for localhost.
+func (c *Caddy) h3Client(dial func(context.Context, string, *tls.Config, *quic.Config) (*quic.Conn, error)) *http.Client {
 	tr := &http3.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{http3.NextProtoH3}},
 		// The transport has set tlsCfg.ServerName from the URL already.
 		Dial: func(ctx context.Context, addr string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
-			return quic.DialAddrEarly(ctx, c.dialAddr(addr), tlsCfg, cfg)
+			return dial(ctx, c.dialAddr(addr), tlsCfg, cfg)
 		},
 	}
 	return &http.Client{Timeout: 30 * time.Second, Transport: tr}
