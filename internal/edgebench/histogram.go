@@ -33,7 +33,7 @@ const (
 	histSubBits = 10
 	histSub     = 1 << histSubBits // buckets per power of two
 	// histBlocks covers indexes up to bucketIndex(math.MaxInt64).
-	histBlocks = (63-histSubBits)+1 + 1
+	histBlocks = (63 - histSubBits) + 1 + 1
 )
 
 // HistogramPrecision is the largest relative error of a quantile read from

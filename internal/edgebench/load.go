@@ -61,6 +61,14 @@ type LoadResult struct {
 	// connection).
 	Latency, TTFB, Connect, TLS, Handshake Stats
 	ServerTiming                           map[string]TimingStats
+	// LatencyP999 is the 99.9th percentile of Latency. Load percentiles
+	// come from histograms (within HistogramPrecision), so memory stays
+	// bounded at any rate and duration.
+	LatencyP999 time.Duration
+	// Outcomes, ClassErrors and Timeline: as in [Result].
+	Outcomes    map[string]*OutcomeStats `json:",omitempty"`
+	ClassErrors ClassErrors              `json:",omitempty"`
+	Timeline    []TimelineSecond
 }
 
 // Load runs cfg open loop and returns when every started request has
@@ -81,17 +89,29 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	}
 
 	var shared *client
-	if !cfg.Cold {
-		var err error
+	fresh := cfg.Cold || len(cfg.Mix) > 0
+	var tickets *ticketCache
+	var err error
+	switch {
+	case cfg.Mix.needsTicket():
+		if tickets, err = primeTickets(ctx, &cfg.Config); err != nil {
+			return nil, err
+		}
+		res.Warmup = 1
+	case !fresh:
 		if shared, err = openWarm(ctx, &cfg.Config); err != nil {
 			return nil, err
 		}
 		defer shared.close()
 		res.Warmup = 1
 	}
+	var picker *mixPicker
+	if len(cfg.Mix) > 0 {
+		picker = newMixPicker(cfg.Mix)
+	}
 
-	agg := &loadAggregate{timings: timingAggregate{}, res: res}
 	start := time.Now()
+	agg := &loadAggregate{timings: timingAggregate{}, res: res, classes: newClassAggregate(start)}
 	stopProgress := ReportEvery(cfg.Progress, time.Second, agg.progressLine)
 	var wg sync.WaitGroup
 	lastStart := start
@@ -114,13 +134,17 @@ schedule:
 		lastStart = time.Now()
 		res.MaxStartLag = max(res.MaxStartLag, lastStart.Sub(due))
 		agg.started()
+		var class Class
+		if picker != nil {
+			class = picker.next()
+		}
 		wg.Go(func() {
 			c := shared
-			if cfg.Cold {
-				c = newClient(&cfg.Config)
+			if fresh {
+				c = newClient(&cfg.Config, class, tickets)
 				defer c.close()
 			}
-			agg.add(c.do(ctx, &cfg.Config, due))
+			agg.add(c.do(ctx, &cfg.Config, class, due))
 		})
 	}
 	wg.Wait()
@@ -134,14 +158,16 @@ schedule:
 	return res, ctx.Err()
 }
 
-// loadAggregate collects samples from the request goroutines.
+// loadAggregate collects samples from the request goroutines into
+// histograms: memory does not grow with the number of requests.
 type loadAggregate struct {
 	mu                                     sync.Mutex
 	res                                    *LoadResult
 	inFlight                               int
-	latency, ttfb, connect, tls, handshake []time.Duration
-	shown                                  int // latencies before the last progress line
+	latency, ttfb, connect, tls, handshake Histogram
+	recent                                 Histogram // latencies since the last progress line
 	timings                                timingAggregate
+	classes                                *classAggregate
 }
 
 func (a *loadAggregate) started() {
@@ -152,6 +178,7 @@ func (a *loadAggregate) started() {
 }
 
 func (a *loadAggregate) add(s Sample) {
+	a.classes.add(s, time.Now())
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.inFlight--
@@ -173,11 +200,12 @@ func (a *loadAggregate) add(s Sample) {
 	}
 	a.res.Statuses[s.Status]++
 	a.res.Completed++
-	a.latency = append(a.latency, s.Total)
-	a.ttfb = append(a.ttfb, s.TTFB)
-	a.connect = append(a.connect, s.Connect)
-	a.tls = append(a.tls, s.TLS)
-	a.handshake = append(a.handshake, s.Connect+s.TLS)
+	a.latency.Record(s.Total)
+	a.recent.Record(s.Total)
+	a.ttfb.Record(s.TTFB)
+	a.connect.Record(s.Connect)
+	a.tls.Record(s.TLS)
+	a.handshake.Record(s.Connect + s.TLS)
 	a.timings.add(s.ServerTiming)
 }
 
@@ -185,9 +213,15 @@ func (a *loadAggregate) summarize() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	r := a.res
-	r.Latency, r.TTFB = percentiles(a.latency), percentiles(a.ttfb)
-	r.Connect, r.TLS, r.Handshake = percentiles(a.connect), percentiles(a.tls), percentiles(a.handshake)
+	r.Latency, r.TTFB = histogramStats(&a.latency), histogramStats(&a.ttfb)
+	r.Connect, r.TLS, r.Handshake = histogramStats(&a.connect), histogramStats(&a.tls), histogramStats(&a.handshake)
+	r.LatencyP999 = a.latency.Quantile(0.999)
 	r.ServerTiming = a.timings.stats()
+	r.Outcomes, r.ClassErrors, r.Timeline = a.classes.summarize()
+}
+
+func histogramStats(h *Histogram) Stats {
+	return Stats{P50: h.Quantile(0.5), P90: h.Quantile(0.9), P99: h.Quantile(0.99)}
 }
 
 // progressLine is the load run's line for ReportEvery: counts so far and
@@ -195,12 +229,12 @@ func (a *loadAggregate) summarize() {
 func (a *loadAggregate) progressLine(elapsed time.Duration) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	r, recent := a.res, a.latency[a.shown:]
-	stats := percentiles(recent)
-	a.shown = len(a.latency)
+	r, stats := a.res, histogramStats(&a.recent)
+	done := a.recent.Count()
+	a.recent = Histogram{}
 	return fmt.Sprintf("%5.0fs  sent %d/%d  done %d  errors %d  in flight %d  last 1s: %d done, p50 %sms p99 %sms",
 		elapsed.Seconds(), r.Sent, r.Scheduled, r.Completed, r.Errors, a.inFlight,
-		len(recent), formatMS(stats.P50), formatMS(stats.P99))
+		done, formatMS(stats.P50), formatMS(stats.P99))
 }
 
 // ReportEvery writes line(time since the call) and a newline to w every
