@@ -31,8 +31,8 @@ func summarizeHistogram(h *Histogram) Summary {
 
 // OutcomeStats is the distribution of the requests of one outcome: a
 // class that happened as asked ("new", "resumed", "0rtt"), or what
-// happened instead ("not resumed", "0rtt refused"). Asked is the class the
-// requests asked for.
+// happened instead ("not resumed", "0rtt refused"); "all" for a run
+// without a mix. Asked is the class the requests asked for.
 type OutcomeStats struct {
 	Asked                  Class
 	Count                  int
@@ -65,21 +65,25 @@ func newClassAggregate(start time.Time) *classAggregate {
 	return &classAggregate{start: start, outcomes: map[string]*outcomeHists{}, errors: ClassErrors{}}
 }
 
+// OutcomeAll holds the requests of a run without a mix (cold or warm).
+const OutcomeAll = "all"
+
 func (a *classAggregate) add(s Sample, done time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.timeline.add(done.Sub(a.start), s.Err != nil)
-	if s.Class == "" {
-		return
+	asked, name := s.Class, s.Outcome
+	if asked == "" {
+		asked, name = OutcomeAll, OutcomeAll
 	}
 	if s.Err != nil {
-		a.errors[s.Class]++
+		a.errors[asked]++
 		return
 	}
-	h := a.outcomes[s.Outcome]
+	h := a.outcomes[name]
 	if h == nil {
-		h = &outcomeHists{asked: s.Class}
-		a.outcomes[s.Outcome] = h
+		h = &outcomeHists{asked: asked}
+		a.outcomes[name] = h
 	}
 	h.ttfb.Record(s.TTFB)
 	h.total.Record(s.Total)
