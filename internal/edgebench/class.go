@@ -106,7 +106,9 @@ func ParseMix(s string) (Mix, error) {
 	return m, nil
 }
 
-func (m Mix) validate(p Proto, https bool) error {
+// Validate refuses a class the protocol cannot carry (0rtt over h1/h2,
+// resumption without TLS), with the reason.
+func (m Mix) Validate(p Proto, https bool) error {
 	for _, cw := range m {
 		if err := cw.Class.validate(p, https); err != nil {
 			return err

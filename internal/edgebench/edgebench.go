@@ -114,7 +114,7 @@ func (c *Config) normalize() error {
 	if c.Proto == H3 && u.Scheme != "https" {
 		return fmt.Errorf("edgebench: URL %q: h3 needs an https:// URL (QUIC always carries TLS)", c.URL)
 	}
-	if err := c.Mix.validate(c.Proto, u.Scheme == "https"); err != nil {
+	if err := c.Mix.Validate(c.Proto, u.Scheme == "https"); err != nil {
 		return err
 	}
 	if c.LocalAddr != "" && net.ParseIP(c.LocalAddr) == nil {
