@@ -166,8 +166,8 @@ func (p *mixPicker) next() Class {
 	return p.mix[best].Class
 }
 
-// ticketCache is the session cache shared by the fresh connections of the
-// resumed and 0rtt classes, so each finds the ticket an earlier one got.
+// ticketCache is the session cache shared by the fresh connections of one
+// resuming class, so each finds the ticket an earlier one got.
 // It counts stored tickets so a run can wait for its first.
 type ticketCache struct {
 	tls.ClientSessionCache

@@ -24,15 +24,16 @@ type client struct {
 
 // newClient opens a transport. Without a class or for class new it has no
 // session cache: a request pays a full handshake, as a new visitor does.
-// The resumed and 0rtt classes share tickets, a returning visitor's.
-func newClient(cfg *Config, class Class, tickets *ticketCache) *client {
+// The resumed and 0rtt classes use their class's tickets, a returning
+// visitor's.
+func newClient(cfg *Config, class Class, tickets classTickets) *client {
 	var local net.IP
 	if cfg.LocalAddr != "" {
 		local = net.ParseIP(cfg.LocalAddr)
 	}
 	tlsConfig := &tls.Config{InsecureSkipVerify: cfg.Insecure}
-	if class != "" && class != ClassNew && tickets != nil {
-		tlsConfig.ClientSessionCache = tickets
+	if cache := tickets[class]; cache != nil {
+		tlsConfig.ClientSessionCache = cache
 	}
 	if host := cfg.Header.Get("Host"); host != "" {
 		tlsConfig.ServerName = hostOnly(host)

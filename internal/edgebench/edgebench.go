@@ -218,13 +218,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	var warm *client
 	var err error
 	fresh := cfg.Cold || len(cfg.Mix) > 0
-	var tickets *ticketCache
+	var tickets classTickets
 	switch {
 	case cfg.Mix.needsTicket():
 		if tickets, err = primeTickets(ctx, &cfg); err != nil {
 			return nil, err
 		}
-		res.Warmup = 1
+		res.Warmup = len(tickets)
 	case !fresh:
 		if warm, err = openWarm(ctx, &cfg); err != nil {
 			return nil, err
@@ -264,27 +264,43 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return res, err
 }
 
-// ticketWait bounds how long a run waits for the priming request's session
+// ticketWait bounds how long a run waits for a priming request's session
 // ticket (it normally arrives with the response).
 const ticketWait = time.Second
 
-// primeTickets sends one unmeasured request on a fresh connection to get a
-// session ticket for the resumed and 0rtt classes. A server that issues
-// none is not an error: the measured requests then report "not resumed".
-func primeTickets(ctx context.Context, cfg *Config) (*ticketCache, error) {
-	tickets := newTicketCache()
-	c := newClient(cfg, ClassResumed, tickets)
-	defer c.close()
-	if s := c.do(ctx, cfg, ClassResumed, time.Now()); s.Err != nil {
-		return nil, fmt.Errorf("edgebench: priming request (for a session ticket) to %s over %s: %w", cfg.URL, cfg.Proto, s.Err)
-	}
-	wait := time.NewTimer(min(ticketWait, cfg.Timeout))
-	defer wait.Stop()
-	select {
-	case <-tickets.got:
-	case <-wait.C:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+// classTickets are the session caches of the classes that resume, one per
+// class: a QUIC ticket stored by a connection dialed without 0-RTT carries
+// no 0-RTT parameters, so the resumed class's tickets would stop the 0rtt
+// class from sending early data.
+type classTickets map[Class]*ticketCache
+
+// primeTickets sends one unmeasured request per resuming class of the mix,
+// on a fresh connection of that class, to get its first session ticket. A
+// server that issues none is not an error: the measured requests then
+// report "not resumed".
+func primeTickets(ctx context.Context, cfg *Config) (classTickets, error) {
+	tickets := classTickets{}
+	for _, cw := range cfg.Mix {
+		if cw.Class == ClassNew {
+			continue
+		}
+		cache := newTicketCache()
+		tickets[cw.Class] = cache
+		c := newClient(cfg, cw.Class, tickets)
+		s := c.do(ctx, cfg, cw.Class, time.Now())
+		c.close()
+		if s.Err != nil {
+			return nil, fmt.Errorf("edgebench: priming request (for a session ticket) to %s over %s: %w", cfg.URL, cfg.Proto, s.Err)
+		}
+		wait := time.NewTimer(min(ticketWait, cfg.Timeout))
+		select {
+		case <-cache.got:
+		case <-wait.C:
+		case <-ctx.Done():
+			wait.Stop()
+			return nil, ctx.Err()
+		}
+		wait.Stop()
 	}
 	return tickets, nil
 }

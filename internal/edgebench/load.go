@@ -90,14 +90,14 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 
 	var shared *client
 	fresh := cfg.Cold || len(cfg.Mix) > 0
-	var tickets *ticketCache
+	var tickets classTickets
 	var err error
 	switch {
 	case cfg.Mix.needsTicket():
 		if tickets, err = primeTickets(ctx, &cfg.Config); err != nil {
 			return nil, err
 		}
-		res.Warmup = 1
+		res.Warmup = len(tickets)
 	case !fresh:
 		if shared, err = openWarm(ctx, &cfg.Config); err != nil {
 			return nil, err
@@ -111,7 +111,10 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	}
 
 	start := time.Now()
-	agg := &loadAggregate{timings: timingAggregate{}, res: res, classes: newClassAggregate(start)}
+	agg := &loadAggregate{timings: timingAggregate{}, res: res}
+	for range loadShards {
+		agg.classes = append(agg.classes, newClassAggregate(start))
+	}
 	stopProgress := ReportEvery(cfg.Progress, time.Second, agg.progressLine)
 	var wg sync.WaitGroup
 	lastStart := start
@@ -167,8 +170,16 @@ type loadAggregate struct {
 	latency, ttfb, connect, tls, handshake Histogram
 	recent                                 Histogram // latencies since the last progress line
 	timings                                timingAggregate
-	classes                                *classAggregate
+	// classes are per-outcome histograms in shards, each with its own
+	// lock, so request goroutines rarely wait on each other; summarize
+	// merges them.
+	classes []*classAggregate
+	next    int // shard for the next sample
 }
+
+// loadShards is how many class aggregates a load run spreads its samples
+// over.
+const loadShards = 8
 
 func (a *loadAggregate) started() {
 	a.mu.Lock()
@@ -178,7 +189,11 @@ func (a *loadAggregate) started() {
 }
 
 func (a *loadAggregate) add(s Sample) {
-	a.classes.add(s, time.Now())
+	a.mu.Lock()
+	shard := a.classes[a.next%len(a.classes)]
+	a.next++
+	a.mu.Unlock()
+	shard.add(s, time.Now())
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.inFlight--
@@ -217,7 +232,11 @@ func (a *loadAggregate) summarize() {
 	r.Connect, r.TLS, r.Handshake = histogramStats(&a.connect), histogramStats(&a.tls), histogramStats(&a.handshake)
 	r.LatencyP999 = a.latency.Quantile(0.999)
 	r.ServerTiming = a.timings.stats()
-	r.Outcomes, r.ClassErrors, r.Timeline = a.classes.summarize()
+	merged := a.classes[0]
+	for _, shard := range a.classes[1:] {
+		merged.merge(shard)
+	}
+	r.Outcomes, r.ClassErrors, r.Timeline = merged.summarize()
 }
 
 func histogramStats(h *Histogram) Stats {
