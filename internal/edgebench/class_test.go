@@ -255,3 +255,24 @@ func startH3(t *testing.T, h http.Handler, tlsConf *tls.Config, quicConf *quic.C
 	})
 	return "https://" + udp.LocalAddr().String()
 }
+
+// ParseMix takes any string from the command line: it never panics, and a
+// mix it accepts prints back to one it parses the same.
+func FuzzParseMix(f *testing.F) {
+	for _, seed := range []string{"new=20,resumed=70,0rtt=10", "new,resumed", "0rtt", "new=0", "new=1,new=2", " resumed = 3 ", "=,=", "new=99999999999999999999"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := ParseMix(s)
+		if err != nil {
+			return
+		}
+		again, err := ParseMix(m.String())
+		if err != nil || again.String() != m.String() {
+			t.Fatalf("%q parsed as %q, which parses as %q (%v)", s, m.String(), again.String(), err)
+		}
+		if len(m) == 0 || len(m) > 3 {
+			t.Fatalf("%q: %d classes", s, len(m))
+		}
+	})
+}

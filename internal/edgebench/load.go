@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -174,7 +175,7 @@ type loadAggregate struct {
 	// lock, so request goroutines rarely wait on each other; summarize
 	// merges them.
 	classes []*classAggregate
-	next    int // shard for the next sample
+	next    atomic.Uint64 // picks the shard of the next sample
 }
 
 // loadShards is how many class aggregates a load run spreads its samples
@@ -189,11 +190,7 @@ func (a *loadAggregate) started() {
 }
 
 func (a *loadAggregate) add(s Sample) {
-	a.mu.Lock()
-	shard := a.classes[a.next%len(a.classes)]
-	a.next++
-	a.mu.Unlock()
-	shard.add(s, time.Now())
+	a.classes[(a.next.Add(1)-1)%uint64(len(a.classes))].add(s, time.Now())
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.inFlight--
