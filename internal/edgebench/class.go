@@ -180,6 +180,33 @@ func newTicketCache() *ticketCache {
 	return &ticketCache{ClientSessionCache: tls.NewLRUClientSessionCache(64), got: make(chan struct{})}
 }
 
+// Get returns a copy of the cached session: concurrent connections
+// resuming from one ticket must not share its SessionState, which quic-go
+// writes to (EarlyData) while it resumes.
+func (c *ticketCache) Get(key string) (*tls.ClientSessionState, bool) {
+	cs, ok := c.ClientSessionCache.Get(key)
+	if !ok || cs == nil {
+		return cs, ok
+	}
+	ticket, state, err := cs.ResumptionState()
+	if err != nil || state == nil {
+		return nil, false
+	}
+	encoded, err := state.Bytes()
+	if err != nil {
+		return nil, false
+	}
+	copied, err := tls.ParseSessionState(encoded)
+	if err != nil {
+		return nil, false
+	}
+	copy, err := tls.NewResumptionState(ticket, copied)
+	if err != nil {
+		return nil, false
+	}
+	return copy, true
+}
+
 func (c *ticketCache) Put(key string, cs *tls.ClientSessionState) {
 	c.ClientSessionCache.Put(key, cs)
 	if cs == nil {

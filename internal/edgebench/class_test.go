@@ -15,6 +15,18 @@ import (
 	"github.com/quic-go/quic-go/http3"
 )
 
+// skipClient0RTTUnderRace skips a test whose client sends 0-RTT when built
+// with -race: quic-go v0.63.0 writes the server's transport parameters
+// from the handshake while streams opened in 0-RTT read them, without a
+// lock (quic-go/quic-go#4303, open), and the race detector fails the test
+// for it. .ci/run runs these tests again without -race.
+func skipClient0RTTUnderRace(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("client 0-RTT races inside quic-go v0.63.0 (quic-go/quic-go#4303); run without -race (.ci/run does)")
+	}
+}
+
 // classRun measures n requests of one class and returns the result; the
 // config must be valid.
 func classRun(t *testing.T, url string, proto Proto, class Class, n int) *Result {
@@ -92,6 +104,7 @@ func TestClassNewAndResumed(t *testing.T) {
 // 0rtt over h3: the request rides in early data (the server sees it before
 // its handshake completes), and the client saw Used0RTT.
 func TestClass0RTT(t *testing.T) {
+	skipClient0RTTUnderRace(t)
 	var early, total atomic.Int64
 	srv := startTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		total.Add(1)
@@ -196,6 +209,7 @@ func TestParseMix(t *testing.T) {
 // A load run with a mix keeps one histogram per outcome, and the counts
 // add up to the requests sent.
 func TestLoadMix(t *testing.T) {
+	skipClient0RTTUnderRace(t)
 	srv := startTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("hello")) }))
 	res, err := Load(t.Context(), LoadConfig{
 		Config: Config{URL: srv.H3URL, Proto: H3, Insecure: true, Timeout: 5 * time.Second,

@@ -277,7 +277,7 @@ td, th { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: right; }
 td:first-child, th:first-child, td.l, th.l { text-align: left; }
 .swatch { display: inline-block; width: 12px; height: 12px; margin-right: 6px; vertical-align: middle; }
 .mismatch { color: #b00; font-weight: bold; }
-svg { background: #fff; border: 1px solid #ccc; }
+svg { background: #fff; border: 1px solid #ccc; max-width: 100%; height: auto; }
 svg text { font: 12px system-ui, sans-serif; fill: #333; }
 .grid { stroke: #e4e4e4; } .axis { stroke: #555; }
 .legend { margin: 4px 0 0 0; padding: 0; list-style: none; }
