@@ -375,10 +375,17 @@ func TestEdgeLab(t *testing.T) {
 		// (under -race above all).
 		{name: "PoP h2 resumed", cfg: classConfig(config(popURL, edgebench.H2, header()), edgebench.ClassResumed),
 			wantHandshake: 2 * shortRTT, wantTTFB: 3*shortRTT + longRTT},
+	}
+	// quic-go v0.63.0's client races with itself on 0-RTT
+	// (quic-go/quic-go#4303): under -race the 0-RTT row and the early-data
+	// check are left out, and .ci/run runs this test again without -race.
+	if raceEnabled {
+		t.Log("0-RTT row and early data left out under -race (quic-go/quic-go#4303); run without -race for them")
+	} else {
 		// 0-RTT: the request rides in the first flight; the first byte
 		// costs the short round trip and the long one.
-		{name: "PoP h3 0-RTT", cfg: classConfig(config(popURL, edgebench.H3, header()), edgebench.Class0RTT),
-			wantHandshake: 0, wantTTFB: shortRTT + longRTT},
+		rows = append(rows, &labRow{name: "PoP h3 0-RTT", cfg: classConfig(config(popURL, edgebench.H3, header()), edgebench.Class0RTT),
+			wantHandshake: 0, wantTTFB: shortRTT + longRTT})
 	}
 	for _, row := range rows {
 		res, err := edgebench.Run(t.Context(), row.cfg)
@@ -435,7 +442,9 @@ func TestEdgeLab(t *testing.T) {
 			t.Errorf("writing the lab's HTML report: %v", err)
 		}
 	}
-	labEarlyData(t, "https://"+short.Addr(), phone, &originEarly)
+	if !raceEnabled {
+		labEarlyData(t, "https://"+short.Addr(), phone, &originEarly)
+	}
 
 	direct, popH2, popIdentity, popH3 := rows[0].res, rows[2].res, rows[1].res, rows[3].res
 	// Nothing beats the speed of light: the relays charge every round trip.
