@@ -16,7 +16,8 @@ import (
 // quicDialer is the http3 transport's Dial. It reports the phases through
 // the request's httptrace like the TCP dialer does, waits until the QUIC
 // handshake is complete (quic Dial, not DialEarly) so TLS is the whole
-// handshake, and binds its UDP sockets to the configured local address.
+// handshake, except for the 0rtt class (early), and binds its UDP sockets to
+// the configured local address.
 type quicDialer struct {
 	local net.IP
 	// early dials with quic DialEarly: the dial returns after the first
