@@ -112,7 +112,7 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	}
 
 	start := time.Now()
-	agg := &loadAggregate{timings: timingAggregate{}, res: res}
+	agg := &loadAggregate{timings: timingHistograms{}, res: res}
 	for range loadShards {
 		agg.classes = append(agg.classes, newClassAggregate(start))
 	}
@@ -170,7 +170,7 @@ type loadAggregate struct {
 	inFlight                               int
 	latency, ttfb, connect, tls, handshake Histogram
 	recent                                 Histogram // latencies since the last progress line
-	timings                                timingAggregate
+	timings                                timingHistograms
 	// classes are per-outcome histograms in shards, each with its own
 	// lock, so request goroutines rarely wait on each other; summarize
 	// merges them.
