@@ -250,7 +250,11 @@ type labRow struct {
 	cfg           edgebench.Config
 	wantHandshake time.Duration
 	wantTTFB      time.Duration
-	res           *edgebench.Result
+	// serverTime, when set, is part of wantTTFB: the fastest first byte
+	// of the same requests sent to the PoP on loopback, less the long
+	// round trip.
+	serverTime time.Duration
+	res        *edgebench.Result
 }
 
 // TestEdgeLab puts a phone far from an origin and near a PoP, and measures
@@ -265,8 +269,15 @@ func TestEdgeLab(t *testing.T) {
 		t.Fatal(err)
 	}
 	var originSawXFF atomic.Value
+	var originEarly labEarlyLog
 	originSrv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		originSawXFF.Store(r.Header.Get("X-Forwarded-For"))
+		if r.Method != http.MethodGet {
+			io.Copy(io.Discard, r.Body)
+			originEarly.add(r.Method + " " + r.URL.Path + " Early-Data=" + r.Header.Get("Early-Data"))
+			io.WriteString(w, "stored")
+			return
+		}
 		w.Header().Set("Content-Type", "application/javascript")
 		w.Header().Set("ETag", `"d3-7.9.0"`)
 		w.Write(script)
@@ -290,6 +301,13 @@ func TestEdgeLab(t *testing.T) {
 			burst 100
 		}
 	}
+	# Early data can be replayed: orders must not be.
+	@replayable_order {
+		path /orders/*
+		tls early_data
+		not method GET HEAD OPTIONS
+	}
+	respond @replayable_order 425
 	encode br
 	substitute {
 		replace "// https://d3js.org" "// https://d3js.org via the PoP for {client_ip}"
@@ -350,16 +368,63 @@ func TestEdgeLab(t *testing.T) {
 		// QUIC carries TLS in its own handshake: one round trip fewer.
 		{name: "PoP h3 br", cfg: config(popURL, edgebench.H3, header("Accept-Encoding", "br")),
 			wantHandshake: shortRTT, wantTTFB: 2*shortRTT + longRTT},
+		// A returning phone. A resumed TLS 1.3 handshake skips the
+		// certificate (its signature and verification: CPU), not a round
+		// trip.
+		// Identity, as Brotli's time at the PoP varies more than 5%
+		// (under -race above all).
+		{name: "PoP h2 resumed", cfg: classConfig(config(popURL, edgebench.H2, header()), edgebench.ClassResumed),
+			wantHandshake: 2 * shortRTT, wantTTFB: 3*shortRTT + longRTT},
+	}
+	// quic-go v0.63.0's client races with itself on 0-RTT
+	// (quic-go/quic-go#4303): under -race the 0-RTT row and the early-data
+	// check are left out, and .ci/run runs this test again without -race.
+	if raceEnabled {
+		t.Log("0-RTT row and early data left out under -race (quic-go/quic-go#4303); run without -race for them")
+	} else {
+		// 0-RTT: the request rides in the first flight; the first byte
+		// costs the short round trip and the long one.
+		rows = append(rows, &labRow{name: "PoP h3 0-RTT", cfg: classConfig(config(popURL, edgebench.H3, header()), edgebench.Class0RTT),
+			wantHandshake: 0, wantTTFB: shortRTT + longRTT})
 	}
 	for _, row := range rows {
 		res, err := edgebench.Run(t.Context(), row.cfg)
 		if err != nil {
 			t.Fatalf("%s: %v", row.name, err)
 		}
-		if res.Errors != 0 || res.Statuses[200] != cold {
-			t.Fatalf("%s: %d errors, statuses %v; want %d x 200", row.name, res.Errors, res.Statuses, cold)
+		if res.Errors != 0 || res.Statuses[200] != row.cfg.Requests {
+			t.Fatalf("%s: %d errors, statuses %v; want %d x 200", row.name, res.Errors, res.Statuses, row.cfg.Requests)
 		}
 		row.res = res
+	}
+	// The returning phone's rows: every request was of its class (an
+	// outcome such as "0rtt refused" would be counted apart), and its
+	// first byte cost what the round trips and the server's time say,
+	// within 5%. The server's time is everything but the short link: the
+	// same class of request sent to the PoP on loopback, less the long
+	// round trip it includes (so it holds the PoP's work and both sides'
+	// handshake CPU, ML-KEM key shares included, slow under -race). A
+	// loaded machine only adds time, so both sides take their fastest
+	// request.
+	loopURL := "https://" + pop.HTTPSAddr() + "/d3.min.js"
+	for _, row := range rows[4:] {
+		class := row.cfg.Mix[0].Class
+		if o := row.res.Outcomes[string(class)]; o == nil || o.Count != row.cfg.Requests || len(row.res.Outcomes) != 1 {
+			t.Errorf("%s: outcomes %v, want %d requests of %s", row.name, row.res.Outcomes, row.cfg.Requests, class)
+		}
+		onLoop := row.cfg
+		onLoop.URL, onLoop.Requests = loopURL, 8
+		loop, err := edgebench.Run(t.Context(), onLoop)
+		if err != nil || loop.Errors != 0 || loop.Statuses[200] != onLoop.Requests || loop.Outcomes[string(class)] == nil {
+			t.Fatalf("%s on loopback: %v (%d errors, statuses %v, outcomes %v)", row.name, err, loop.Errors, loop.Statuses, loop.Outcomes)
+		}
+		row.serverTime = max(labFastestTTFB(loop)-longRTT, 0)
+		row.wantTTFB += row.serverTime
+		fastest := labFastestTTFB(row.res)
+		t.Logf("%s: fastest TTFB %v, round trips %v + server %v = %v", row.name, fastest, row.wantTTFB-row.serverTime, row.serverTime, row.wantTTFB)
+		if fastest < row.wantTTFB*95/100 || fastest > row.wantTTFB*105/100 {
+			t.Errorf("%s: fastest TTFB %v, want %v (round trips and server time) within 5%%", row.name, fastest, row.wantTTFB)
+		}
 	}
 	var table strings.Builder
 	labWriteTable(&table, rows)
@@ -369,7 +434,17 @@ func TestEdgeLab(t *testing.T) {
 		results[i] = row.res
 	}
 	edgebench.WriteTable(&table, results...)
-	t.Logf("phone %v RTT from the PoP, origin %v RTT from both; %d cold connections per row\n%s", shortRTT, longRTT, cold, table.String())
+	t.Logf("phone %v RTT from the PoP, origin %v RTT from both; %d cold connections per row (%d for a returning phone, after a priming one)\n%s",
+		shortRTT, longRTT, cold, labReturning, table.String())
+
+	if path := os.Getenv("EDGEKIT_LAB_HTML"); path != "" {
+		if err := labWriteHTML(path, rows); err != nil {
+			t.Errorf("writing the lab's HTML report: %v", err)
+		}
+	}
+	if !raceEnabled {
+		labEarlyData(t, "https://"+short.Addr(), phone, &originEarly)
+	}
 
 	direct, popH2, popIdentity, popH3 := rows[0].res, rows[2].res, rows[1].res, rows[3].res
 	// Nothing beats the speed of light: the relays charge every round trip.
@@ -386,7 +461,6 @@ func TestEdgeLab(t *testing.T) {
 	// work (slow under -race, on a busy machine) can hide; so compare the
 	// time each handshake spent waiting on the link: through the relays
 	// minus the same handshakes on loopback.
-	loopURL := "https://" + pop.HTTPSAddr() + "/d3.min.js"
 	wait := map[edgebench.Proto]time.Duration{}
 	for _, r := range []struct {
 		proto edgebench.Proto
@@ -407,6 +481,29 @@ func TestEdgeLab(t *testing.T) {
 	}
 }
 
+// labFastestTTFB is the smallest TTFB of a run's successful requests.
+func labFastestTTFB(res *edgebench.Result) time.Duration {
+	var fastest time.Duration
+	for _, s := range res.Samples {
+		if s.Err == nil && (fastest == 0 || s.TTFB < fastest) {
+			fastest = s.TTFB
+		}
+	}
+	return fastest
+}
+
+// labReturning is how many requests a returning phone's row measures: more
+// than the other rows, as its fastest is held to 5%.
+const labReturning = 8
+
+// classConfig measures labReturning requests as one connection class (each
+// a fresh connection, after one unmeasured request for a ticket).
+func classConfig(cfg edgebench.Config, class edgebench.Class) edgebench.Config {
+	cfg.Mix = edgebench.Mix{{Class: class, Weight: 1}}
+	cfg.Requests = labReturning
+	return cfg
+}
+
 // labWriteTable prints each row's median handshake and TTFB beside what the
 // round trips predict, and the script's bytes on the wire.
 func labWriteTable(w io.Writer, rows []*labRow) {
@@ -414,11 +511,15 @@ func labWriteTable(w io.Writer, rows []*labRow) {
 	diff := func(got, want time.Duration) string {
 		return fmt.Sprintf("%+.0f", float64(got-want)/float64(time.Millisecond))
 	}
-	fmt.Fprintf(w, "%-16s %29s %29s\n", "", "handshake p50 ms", "TTFB p50 ms")
-	fmt.Fprintf(w, "%-16s %9s %9s %9s %9s %9s %9s %13s\n", "path", "measured", "expected", "diff", "measured", "expected", "diff", "script bytes")
+	fmt.Fprintf(w, "%-16s %29s %39s\n", "", "handshake p50 ms", "TTFB p50 ms")
+	fmt.Fprintf(w, "%-16s %9s %9s %9s %9s %9s %9s %9s %13s\n", "path", "measured", "expected", "diff", "measured", "expected", "(server)", "diff", "script bytes")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%-16s %9s %9s %9s %9s %9s %9s %13d\n", r.name,
+		server := "-"
+		if r.serverTime > 0 {
+			server = ms(r.serverTime)
+		}
+		fmt.Fprintf(w, "%-16s %9s %9s %9s %9s %9s %9s %9s %13d\n", r.name,
 			ms(r.res.Handshake.P50), ms(r.wantHandshake), diff(r.res.Handshake.P50, r.wantHandshake),
-			ms(r.res.TTFB.P50), ms(r.wantTTFB), diff(r.res.TTFB.P50, r.wantTTFB), r.res.BodyBytes)
+			ms(r.res.TTFB.P50), ms(r.wantTTFB), server, diff(r.res.TTFB.P50, r.wantTTFB), r.res.BodyBytes)
 	}
 }

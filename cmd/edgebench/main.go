@@ -7,6 +7,8 @@
 //	edgebench -proto h2 -n 20 -cold -H 'Accept-Encoding: br' -k https://localhost:8443/ [URL2]
 //	edgebench -proto h1,h2,h3 -cold -warm -k https://localhost:8443/
 //	edgebench -load -rate 200 -duration 30s -k https://localhost:8443/
+//	edgebench -proto h3 -class new,resumed,0rtt -html report.html -k https://localhost:8443/
+//	edgebench -load -proto h3 -mix new=20,resumed=70,0rtt=10 -k https://localhost:8443/
 package main
 
 import (
@@ -68,6 +70,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	load := fs.Bool("load", false, "load mode: send open loop at -rate for -duration")
 	rate := fs.Float64("rate", 100, "load mode: requests per second")
 	duration := fs.Duration("duration", 10*time.Second, "load mode: how long to send")
+	classList := fs.String("class", "", "connection classes, comma-separated, each measured as its own target: new, resumed, 0rtt (0rtt: h3 only)")
+	mixList := fs.String("mix", "", "one target dealing classes by weight, e.g. new=20,resumed=70,0rtt=10 (0rtt: h3 only)")
+	htmlOut := fs.String("html", "", "also write a self-contained HTML report (latency CDFs, responses and errors per second) to this file")
 	jsonOut := fs.Bool("json", false, "print results as JSON (durations in nanoseconds) instead of a table")
 	quiet := fs.Bool("q", false, "no progress on stderr")
 	if err := fs.Parse(args); err != nil {
@@ -105,15 +110,44 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			modes = []bool{true, false}
 		}
 	}
+	// Each target's mix: none (cold/warm), one class each, or one mix.
+	mixes := []edgebench.Mix{nil}
+	switch {
+	case *classList != "" && *mixList != "":
+		return usage("-class and -mix: give one (-class measures each class apart, -mix deals them in one run)")
+	case (*classList != "" || *mixList != "") && (*cold || *warm):
+		return usage("-cold/-warm with -class or -mix: every class request opens a fresh connection; drop -cold/-warm")
+	case *classList != "":
+		mixes = nil
+		for _, name := range strings.Split(*classList, ",") {
+			m, err := edgebench.ParseMix(strings.TrimSpace(name))
+			if err != nil || strings.Contains(name, "=") {
+				return usage("-class %q: want new, resumed or 0rtt, comma-separated", *classList)
+			}
+			mixes = append(mixes, m)
+		}
+		modes = []bool{true}
+	case *mixList != "":
+		m, err := edgebench.ParseMix(*mixList)
+		if err != nil {
+			return usage("-mix: %v", strings.TrimPrefix(err.Error(), "edgebench: "))
+		}
+		mixes, modes = []edgebench.Mix{m}, []bool{true}
+	}
 
 	var configs []edgebench.Config
 	for _, u := range urls {
 		for _, p := range protos {
-			for _, c := range modes {
-				configs = append(configs, edgebench.Config{
-					URL: u, Proto: p, Cold: c, Requests: *n, Header: http.Header(header),
-					Insecure: *insecure, Timeout: *timeout, LocalAddr: *localAddr,
-				})
+			for _, m := range mixes {
+				if err := m.Validate(p, strings.HasPrefix(u, "https://")); err != nil {
+					return usage("%v", strings.TrimPrefix(err.Error(), "edgebench: "))
+				}
+				for _, c := range modes {
+					configs = append(configs, edgebench.Config{
+						URL: u, Proto: p, Cold: c, Mix: m, Requests: *n, Header: http.Header(header),
+						Insecure: *insecure, Timeout: *timeout, LocalAddr: *localAddr,
+					})
+				}
 			}
 		}
 	}
@@ -141,6 +175,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				break
 			}
 		}
+		report := &edgebench.Report{Title: "edgebench load"}
+		for _, r := range results {
+			report.AddLoad("", r)
+		}
+		if code := writeHTML(stderr, *htmlOut, report); code != 0 {
+			return code
+		}
 		return output(stdout, stderr, *jsonOut, map[string]any{"load": results}, func() { edgebench.WriteLoadTable(stdout, results...) })
 	}
 	var results []*edgebench.Result
@@ -161,7 +202,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			break
 		}
 	}
+	report := &edgebench.Report{Title: "edgebench"}
+	for _, r := range results {
+		report.AddResult("", r)
+	}
+	if code := writeHTML(stderr, *htmlOut, report); code != 0 {
+		return code
+	}
 	return output(stdout, stderr, *jsonOut, map[string]any{"results": results}, func() { edgebench.WriteTable(stdout, results...) })
+}
+
+// writeHTML writes the report to path, if one was given.
+func writeHTML(stderr io.Writer, path string, report *edgebench.Report) int {
+	if path == "" {
+		return 0
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = report.WriteHTML(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "edgebench: -html %s: %v\n", path, err)
+		return 1
+	}
+	return 0
 }
 
 // probeProgress makes cfg count its samples and writes a line a second

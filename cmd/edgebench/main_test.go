@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +167,14 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-H", "no colon", "https://a/"}, `"no colon": want 'Name: value'`},
 		{[]string{"-timeout", "-1s", "https://a/"}, "-timeout -1s: must be positive"},
 		{[]string{"-nope", "https://a/"}, "flag provided but not defined: -nope"},
+		{[]string{"-class", "0rtt", "-proto", "h2", "https://a/"}, "class 0rtt over h2: unsupported, Go's crypto/tls has no client 0-RTT (early data) over TCP; use -proto h3"},
+		{[]string{"-mix", "new=1,0rtt=1", "-proto", "h3,h1", "https://a/"}, "class 0rtt over h1: unsupported"},
+		{[]string{"-class", "resumed", "http://a/"}, "class resumed needs an https:// URL"},
+		{[]string{"-class", "warm", "https://a/"}, "-class \"warm\": want new, resumed or 0rtt"},
+		{[]string{"-class", "new=3", "https://a/"}, "-class \"new=3\": want new, resumed or 0rtt"},
+		{[]string{"-mix", "new=0", "https://a/"}, "must be an integer 1..1000000"},
+		{[]string{"-mix", "new", "-class", "new", "https://a/"}, "-class and -mix: give one"},
+		{[]string{"-mix", "new", "-cold", "https://a/"}, "drop -cold/-warm"},
 	} {
 		code, _, stderr := runCmd(t, tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {
@@ -174,5 +185,57 @@ func TestBadFlags(t *testing.T) {
 	code, _, stderr := runCmd(t, "-proto", "h3", "http://127.0.0.1:1/")
 	if code != 1 || !strings.Contains(stderr, "h3 needs an https:// URL") {
 		t.Errorf("h3 over http://: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// -class measures each class as its own target; -json and -html carry the
+// same numbers: every outcome's p99.9 in the JSON is on the page.
+func TestClassesJSONAndHTML(t *testing.T) {
+	a := startServer(t, "hello")
+	page := filepath.Join(t.TempDir(), "report.html")
+	var out struct {
+		Results []struct {
+			Config   struct{ Mix []struct{ Class string } }
+			Warmup   int
+			Outcomes map[string]struct {
+				Asked string
+				Count int
+				TTFB  struct{ P50, P999, Max time.Duration }
+			}
+		}
+	}
+	runJSON(t, &out, "-json", "-k", "-n", "4", "-class", "new,resumed", "-html", page, a)
+	if len(out.Results) != 2 {
+		t.Fatalf("%d results, want 2 (one per class)", len(out.Results))
+	}
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, class := range []string{"new", "resumed"} {
+		r := out.Results[i]
+		o, ok := r.Outcomes[class]
+		if len(r.Config.Mix) != 1 || r.Config.Mix[0].Class != class || !ok || o.Count != 4 || o.Asked != class || len(r.Outcomes) != 1 {
+			t.Errorf("result %d: %+v, want 4 requests of %s", i, r, class)
+			continue
+		}
+		if o.TTFB.P50 <= 0 || o.TTFB.P999 < o.TTFB.P50 || o.TTFB.Max < o.TTFB.P999 {
+			t.Errorf("%s: ttfb %+v", class, o.TTFB)
+		}
+		p999 := strconv.FormatFloat(float64(o.TTFB.P999)/float64(time.Millisecond), 'f', 3, 64)
+		if !strings.Contains(string(html), "<td>"+p999+"</td>") {
+			t.Errorf("%s: p99.9 %s ms from -json is not on the page", class, p999)
+		}
+	}
+
+	// The table gets a row per outcome.
+	code, stdout, stderr := runCmd(t, "-k", "-n", "2", "-mix", "new=1,resumed=1", a)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, row := range []string{`(?m)^A  h2 mix new=1,resumed=1  `, `(?m)^class new n\s+1$`, `(?m)^class resumed n\s+1$`, `(?m)^class resumed ttfb p99\.9\s+\d+\.\d{3}$`} {
+		if !regexp.MustCompile(row).MatchString(stdout) {
+			t.Errorf("table has no row matching %s:\n%s", row, stdout)
+		}
 	}
 }

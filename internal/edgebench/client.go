@@ -3,6 +3,7 @@ package edgebench
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -21,19 +22,24 @@ type client struct {
 	close func()
 }
 
-func newClient(cfg *Config) *client {
+// newClient opens a transport. Without a class or for class new it has no
+// session cache: a request pays a full handshake, as a new visitor does.
+// The resumed and 0rtt classes use their class's tickets, a returning
+// visitor's.
+func newClient(cfg *Config, class Class, tickets classTickets) *client {
 	var local net.IP
 	if cfg.LocalAddr != "" {
 		local = net.ParseIP(cfg.LocalAddr)
 	}
-	// No session cache: a cold request pays a full handshake, as a new
-	// visitor does.
 	tlsConfig := &tls.Config{InsecureSkipVerify: cfg.Insecure}
+	if cache := tickets[class]; cache != nil {
+		tlsConfig.ClientSessionCache = cache
+	}
 	if host := cfg.Header.Get("Host"); host != "" {
 		tlsConfig.ServerName = hostOnly(host)
 	}
 	if cfg.Proto == H3 {
-		d := &quicDialer{local: local}
+		d := &quicDialer{local: local, early: class == Class0RTT}
 		tr := &http3.Transport{TLSClientConfig: tlsConfig, Dial: d.dial, DisableCompression: true}
 		return &client{rt: tr, close: func() { tr.Close(); d.close() }}
 	}
@@ -65,8 +71,8 @@ func newClient(cfg *Config) *client {
 // openWarm opens the one transport of a warm run with an unmeasured request,
 // so the measured ones find its connection open.
 func openWarm(ctx context.Context, cfg *Config) (*client, error) {
-	c := newClient(cfg)
-	if s := c.do(ctx, cfg, time.Now()); s.Err != nil {
+	c := newClient(cfg, "", nil)
+	if s := c.do(ctx, cfg, "", time.Now()); s.Err != nil {
 		c.close()
 		return nil, fmt.Errorf("edgebench: warm-up request to %s over %s: %w", cfg.URL, cfg.Proto, s.Err)
 	}
@@ -82,13 +88,23 @@ func hostOnly(hostport string) string {
 
 // do sends one GET and reads its body to the end. TTFB and Total are
 // measured from start, which is now in probe mode and the scheduled time in
-// load mode.
-func (c *client) do(ctx context.Context, cfg *Config, start time.Time) Sample {
+// load mode. With a class, the sample says which outcome the connection
+// really had (see outcome).
+func (c *client) do(ctx context.Context, cfg *Config, class Class, start time.Time) Sample {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	var phases phaseRecorder
 	ctx = httptrace.WithClientTrace(ctx, phases.trace())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.URL, nil)
+	var dialed *dialedQUIC
+	method := http.MethodGet
+	if class != "" && cfg.Proto == H3 {
+		dialed = &dialedQUIC{}
+		ctx = context.WithValue(ctx, dialedQUICKey{}, dialed)
+		if class == Class0RTT {
+			method = http3.MethodGet0RTT // sent before the handshake completes
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, cfg.URL, nil)
 	if err != nil {
 		return Sample{Err: err}
 	}
@@ -105,7 +121,7 @@ func (c *client) do(ctx context.Context, cfg *Config, start time.Time) Sample {
 	headersAt := time.Now()
 	if err != nil {
 		s := phases.sample(start, headersAt)
-		s.Total, s.Err = time.Since(start), err
+		s.Total, s.Err, s.Class = time.Since(start), err, class
 		return s
 	}
 	n, err := io.Copy(io.Discard, resp.Body)
@@ -119,7 +135,38 @@ func (c *client) do(ctx context.Context, cfg *Config, start time.Time) Sample {
 	if err != nil {
 		s.Err = fmt.Errorf("%w: %w", errBody, err)
 	}
+	if class != "" {
+		s.Class = class
+		resumed, early, err := phases.resumption(ctx, dialed)
+		if err != nil && s.Err == nil {
+			s.Err = err
+		}
+		s.Outcome = outcome(class, resumed, early)
+	}
 	return s
+}
+
+// resumption says whether the request's connection resumed a session and
+// carried 0-RTT data: from the TLS handshake for h1/h2, from the QUIC
+// connection for h3 once its handshake is complete (a 0-RTT request is
+// answered before the client has seen that, or not at all).
+func (p *phaseRecorder) resumption(ctx context.Context, dialed *dialedQUIC) (resumed, early bool, err error) {
+	if dialed == nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.tlsState.DidResume, false, nil
+	}
+	conn := dialed.get()
+	if conn == nil {
+		return false, false, errors.New("h3: no QUIC connection was dialed for the request")
+	}
+	select {
+	case <-conn.HandshakeComplete():
+	case <-ctx.Done():
+		return false, false, fmt.Errorf("h3: handshake not complete after the response: %w", ctx.Err())
+	}
+	state := conn.ConnectionState()
+	return state.TLS.DidResume, state.Used0RTT, nil
 }
 
 // phaseRecorder collects the httptrace events of one request. The dial may
@@ -131,6 +178,7 @@ type phaseRecorder struct {
 	tlsStart, tlsEnd         time.Time
 	firstByte                time.Time
 	reused                   bool
+	tlsState                 tls.ConnectionState
 }
 
 func (p *phaseRecorder) trace() *httptrace.ClientTrace {
@@ -153,9 +201,12 @@ func (p *phaseRecorder) trace() *httptrace.ClientTrace {
 			}
 		},
 		TLSHandshakeStart: func() { at(&p.tlsStart, true) },
-		TLSHandshakeDone: func(_ tls.ConnectionState, err error) {
+		TLSHandshakeDone: func(state tls.ConnectionState, err error) {
 			if err == nil {
 				at(&p.tlsEnd, false)
+				p.mu.Lock()
+				p.tlsState = state
+				p.mu.Unlock()
 			}
 		},
 		GotConn: func(info httptrace.GotConnInfo) {

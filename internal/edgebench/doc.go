@@ -42,4 +42,19 @@
 // Both parse the server's Server-Timing header ([ParseServerTiming]) and
 // aggregate each metric's dur by name. [WriteTable] and [WriteLoadTable]
 // print several results side by side.
+//
+// Connection classes ([Class], Config.Mix): instead of cold or warm, every
+// request opens a fresh connection that is new (full handshake), resumed
+// (a TLS 1.3 session ticket; h1, h2, h3) or 0rtt (h3 only: the request in
+// the first flight; Go's crypto/tls has no client 0-RTT over TCP, so a mix
+// with 0rtt over h1/h2 is refused). A mix deals classes by weight. Each
+// request is checked for what happened (DidResume, Used0RTT) and counted
+// under that outcome, so "0rtt refused" or "not resumed" are never counted
+// as the class asked for.
+//
+// Every run also fills per-outcome [Histogram]s (log-linear, quantiles
+// within [HistogramPrecision], memory bounded whatever the count): their
+// summaries with p99.9 are Result.Outcomes and LoadResult.Outcomes, and a
+// [Report] draws them with the per-second Timeline as one self-contained
+// HTML page ([Report.WriteHTML]).
 package edgebench

@@ -58,8 +58,14 @@ type Config struct {
 	// Cold gives every request a fresh transport, so a fresh connection and
 	// a full handshake (no TLS session resumption), closed afterwards. When
 	// false one transport is reused and one unmeasured warm-up request opens
-	// its connection first.
+	// its connection first. Ignored when Mix is set.
 	Cold bool
+	// Mix, when set, measures connection classes instead: every request
+	// opens a fresh connection of a class dealt by weight (new, resumed,
+	// 0rtt; see [Class]). A mix that resumes first sends one unmeasured
+	// request to get a session ticket. Each request is reported under the
+	// outcome that really happened (Result.Outcomes).
+	Mix Mix `json:",omitempty"`
 	// Requests is how many measured requests probe mode ([Run]) sends;
 	// default 20. [Load] ignores it.
 	Requests int
@@ -108,6 +114,9 @@ func (c *Config) normalize() error {
 	if c.Proto == H3 && u.Scheme != "https" {
 		return fmt.Errorf("edgebench: URL %q: h3 needs an https:// URL (QUIC always carries TLS)", c.URL)
 	}
+	if err := c.Mix.Validate(c.Proto, u.Scheme == "https"); err != nil {
+		return err
+	}
 	if c.LocalAddr != "" && net.ParseIP(c.LocalAddr) == nil {
 		return fmt.Errorf("edgebench: local address %q: must be an IP address such as 127.0.0.2", c.LocalAddr)
 	}
@@ -116,6 +125,12 @@ func (c *Config) normalize() error {
 
 // Label names the config in tables and progress lines: "h2 cold".
 func (c *Config) Label() string {
+	if len(c.Mix) == 1 {
+		return string(c.Proto) + " " + string(c.Mix[0].Class)
+	}
+	if len(c.Mix) > 1 {
+		return string(c.Proto) + " mix " + c.Mix.String()
+	}
 	if c.Cold {
 		return string(c.Proto) + " cold"
 	}
@@ -136,7 +151,13 @@ type Sample struct {
 	BodyBytes int64
 	// ServerTiming sums the server's Server-Timing dur per metric name.
 	ServerTiming map[string]time.Duration
-	Err          error
+	// Class is the connection class asked for (empty without a mix);
+	// Outcome what happened: the class itself, or OutcomeNotResumed,
+	// Outcome0RTTRefused, OutcomeUnexpectedResume. Empty for a failed
+	// request.
+	Class   Class  `json:",omitempty"`
+	Outcome string `json:",omitempty"`
+	Err     error
 }
 
 // MarshalJSON writes Err as its message.
@@ -178,6 +199,12 @@ type Result struct {
 	// BodyBytes is the median body size of the successful samples.
 	BodyBytes    int64
 	ServerTiming map[string]TimingStats
+	// Outcomes holds, with a Mix, each outcome's distributions (from
+	// histograms, so p99.9 too); ClassErrors the failed requests per class
+	// asked. Timeline counts responses and errors per second of the run.
+	Outcomes    map[string]*OutcomeStats `json:",omitempty"`
+	ClassErrors ClassErrors              `json:",omitempty"`
+	Timeline    []TimelineSecond
 }
 
 // Run measures cfg.Requests requests to cfg.URL one after another. It
@@ -190,32 +217,92 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res := &Result{Config: cfg}
 	var warm *client
 	var err error
-	if !cfg.Cold {
+	fresh := cfg.Cold || len(cfg.Mix) > 0
+	var tickets classTickets
+	switch {
+	case cfg.Mix.needsTicket():
+		if tickets, err = primeTickets(ctx, &cfg); err != nil {
+			return nil, err
+		}
+		res.Warmup = len(tickets)
+	case !fresh:
 		if warm, err = openWarm(ctx, &cfg); err != nil {
 			return nil, err
 		}
 		defer warm.close()
 		res.Warmup = 1
 	}
+	var picker *mixPicker
+	if len(cfg.Mix) > 0 {
+		picker = newMixPicker(cfg.Mix)
+	}
+	agg := newClassAggregate(time.Now())
 	for range cfg.Requests {
 		if err = ctx.Err(); err != nil {
 			break
 		}
-		c := warm
-		if cfg.Cold {
-			c = newClient(&cfg)
+		var class Class
+		if picker != nil {
+			class = picker.next()
 		}
-		s := c.do(ctx, &cfg, time.Now())
-		if cfg.Cold {
+		c := warm
+		if fresh {
+			c = newClient(&cfg, class, tickets)
+		}
+		s := c.do(ctx, &cfg, class, time.Now())
+		if fresh {
 			c.close()
 		}
+		agg.add(s, time.Now())
 		res.Samples = append(res.Samples, s)
 		if cfg.OnSample != nil {
 			cfg.OnSample(s)
 		}
 	}
+	res.Outcomes, res.ClassErrors, res.Timeline = agg.summarize()
 	res.summarize()
 	return res, err
+}
+
+// ticketWait bounds how long a run waits for a priming request's session
+// ticket (it normally arrives with the response).
+const ticketWait = time.Second
+
+// classTickets are the session caches of the classes that resume, one per
+// class: a QUIC ticket stored by a connection dialed without 0-RTT carries
+// no 0-RTT parameters, so the resumed class's tickets would stop the 0rtt
+// class from sending early data.
+type classTickets map[Class]*ticketCache
+
+// primeTickets sends one unmeasured request per resuming class of the mix,
+// on a fresh connection of that class, to get its first session ticket. A
+// server that issues none is not an error: the measured requests then
+// report "not resumed".
+func primeTickets(ctx context.Context, cfg *Config) (classTickets, error) {
+	tickets := classTickets{}
+	for _, cw := range cfg.Mix {
+		if cw.Class == ClassNew {
+			continue
+		}
+		cache := newTicketCache()
+		tickets[cw.Class] = cache
+		c := newClient(cfg, cw.Class, tickets)
+		s := c.do(ctx, cfg, cw.Class, time.Now())
+		c.close()
+		if s.Err != nil {
+			return nil, fmt.Errorf("edgebench: priming request (for a session ticket) to %s over %s: %w", cfg.URL, cfg.Proto, s.Err)
+		}
+		wait := time.NewTimer(min(ticketWait, cfg.Timeout))
+		select {
+		case <-cache.got:
+		case <-wait.C:
+		case <-ctx.Done():
+			wait.Stop()
+			return nil, ctx.Err()
+		}
+		wait.Stop()
+	}
+	return tickets, nil
 }
 
 func (r *Result) summarize() {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -61,6 +62,14 @@ type LoadResult struct {
 	// connection).
 	Latency, TTFB, Connect, TLS, Handshake Stats
 	ServerTiming                           map[string]TimingStats
+	// LatencyP999 is the 99.9th percentile of Latency. Load percentiles
+	// come from histograms (within HistogramPrecision), so memory stays
+	// bounded at any rate and duration.
+	LatencyP999 time.Duration
+	// Outcomes, ClassErrors and Timeline: as in [Result].
+	Outcomes    map[string]*OutcomeStats `json:",omitempty"`
+	ClassErrors ClassErrors              `json:",omitempty"`
+	Timeline    []TimelineSecond
 }
 
 // Load runs cfg open loop and returns when every started request has
@@ -81,17 +90,32 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	}
 
 	var shared *client
-	if !cfg.Cold {
-		var err error
+	fresh := cfg.Cold || len(cfg.Mix) > 0
+	var tickets classTickets
+	var err error
+	switch {
+	case cfg.Mix.needsTicket():
+		if tickets, err = primeTickets(ctx, &cfg.Config); err != nil {
+			return nil, err
+		}
+		res.Warmup = len(tickets)
+	case !fresh:
 		if shared, err = openWarm(ctx, &cfg.Config); err != nil {
 			return nil, err
 		}
 		defer shared.close()
 		res.Warmup = 1
 	}
+	var picker *mixPicker
+	if len(cfg.Mix) > 0 {
+		picker = newMixPicker(cfg.Mix)
+	}
 
-	agg := &loadAggregate{timings: timingAggregate{}, res: res}
 	start := time.Now()
+	agg := &loadAggregate{timings: timingHistograms{}, res: res}
+	for range loadShards {
+		agg.classes = append(agg.classes, newClassAggregate(start))
+	}
 	stopProgress := ReportEvery(cfg.Progress, time.Second, agg.progressLine)
 	var wg sync.WaitGroup
 	lastStart := start
@@ -114,13 +138,17 @@ schedule:
 		lastStart = time.Now()
 		res.MaxStartLag = max(res.MaxStartLag, lastStart.Sub(due))
 		agg.started()
+		var class Class
+		if picker != nil {
+			class = picker.next()
+		}
 		wg.Go(func() {
 			c := shared
-			if cfg.Cold {
-				c = newClient(&cfg.Config)
+			if fresh {
+				c = newClient(&cfg.Config, class, tickets)
 				defer c.close()
 			}
-			agg.add(c.do(ctx, &cfg.Config, due))
+			agg.add(c.do(ctx, &cfg.Config, class, due))
 		})
 	}
 	wg.Wait()
@@ -134,15 +162,25 @@ schedule:
 	return res, ctx.Err()
 }
 
-// loadAggregate collects samples from the request goroutines.
+// loadAggregate collects samples from the request goroutines into
+// histograms: memory does not grow with the number of requests.
 type loadAggregate struct {
 	mu                                     sync.Mutex
 	res                                    *LoadResult
 	inFlight                               int
-	latency, ttfb, connect, tls, handshake []time.Duration
-	shown                                  int // latencies before the last progress line
-	timings                                timingAggregate
+	latency, ttfb, connect, tls, handshake Histogram
+	recent                                 Histogram // latencies since the last progress line
+	timings                                timingHistograms
+	// classes are per-outcome histograms in shards, each with its own
+	// lock, so request goroutines rarely wait on each other; summarize
+	// merges them.
+	classes []*classAggregate
+	next    atomic.Uint64 // picks the shard of the next sample
 }
+
+// loadShards is how many class aggregates a load run spreads its samples
+// over.
+const loadShards = 8
 
 func (a *loadAggregate) started() {
 	a.mu.Lock()
@@ -152,6 +190,7 @@ func (a *loadAggregate) started() {
 }
 
 func (a *loadAggregate) add(s Sample) {
+	a.classes[(a.next.Add(1)-1)%uint64(len(a.classes))].add(s, time.Now())
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.inFlight--
@@ -173,11 +212,12 @@ func (a *loadAggregate) add(s Sample) {
 	}
 	a.res.Statuses[s.Status]++
 	a.res.Completed++
-	a.latency = append(a.latency, s.Total)
-	a.ttfb = append(a.ttfb, s.TTFB)
-	a.connect = append(a.connect, s.Connect)
-	a.tls = append(a.tls, s.TLS)
-	a.handshake = append(a.handshake, s.Connect+s.TLS)
+	a.latency.Record(s.Total)
+	a.recent.Record(s.Total)
+	a.ttfb.Record(s.TTFB)
+	a.connect.Record(s.Connect)
+	a.tls.Record(s.TLS)
+	a.handshake.Record(s.Connect + s.TLS)
 	a.timings.add(s.ServerTiming)
 }
 
@@ -185,9 +225,19 @@ func (a *loadAggregate) summarize() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	r := a.res
-	r.Latency, r.TTFB = percentiles(a.latency), percentiles(a.ttfb)
-	r.Connect, r.TLS, r.Handshake = percentiles(a.connect), percentiles(a.tls), percentiles(a.handshake)
+	r.Latency, r.TTFB = histogramStats(&a.latency), histogramStats(&a.ttfb)
+	r.Connect, r.TLS, r.Handshake = histogramStats(&a.connect), histogramStats(&a.tls), histogramStats(&a.handshake)
+	r.LatencyP999 = a.latency.Quantile(0.999)
 	r.ServerTiming = a.timings.stats()
+	merged := a.classes[0]
+	for _, shard := range a.classes[1:] {
+		merged.merge(shard)
+	}
+	r.Outcomes, r.ClassErrors, r.Timeline = merged.summarize()
+}
+
+func histogramStats(h *Histogram) Stats {
+	return Stats{P50: h.Quantile(0.5), P90: h.Quantile(0.9), P99: h.Quantile(0.99)}
 }
 
 // progressLine is the load run's line for ReportEvery: counts so far and
@@ -195,12 +245,12 @@ func (a *loadAggregate) summarize() {
 func (a *loadAggregate) progressLine(elapsed time.Duration) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	r, recent := a.res, a.latency[a.shown:]
-	stats := percentiles(recent)
-	a.shown = len(a.latency)
+	r, stats := a.res, histogramStats(&a.recent)
+	done := a.recent.Count()
+	a.recent = Histogram{}
 	return fmt.Sprintf("%5.0fs  sent %d/%d  done %d  errors %d  in flight %d  last 1s: %d done, p50 %sms p99 %sms",
 		elapsed.Seconds(), r.Sent, r.Scheduled, r.Completed, r.Errors, a.inFlight,
-		len(recent), formatMS(stats.P50), formatMS(stats.P99))
+		done, formatMS(stats.P50), formatMS(stats.P99))
 }
 
 // ReportEvery writes line(time since the call) and a newline to w every

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -149,4 +150,29 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// A server that names a new Server-Timing metric in every response cannot
+// grow a load run's memory: past maxTimingNames names, metrics are counted
+// under "(other)", and every duration is still counted once.
+func TestLoadServerTimingNamesBounded(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Server-Timing", "m"+strconv.FormatInt(n.Add(1), 10)+";dur=2")
+	}))
+	t.Cleanup(srv.Close)
+	res, err := Load(t.Context(), LoadConfig{Config: Config{URL: srv.URL, Proto: H1, Timeout: 5 * time.Second}, Rate: 200, Duration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.ServerTiming) != maxTimingNames+1 {
+		t.Errorf("%d metric names kept, want %d and %q", len(res.ServerTiming), maxTimingNames, timingOther)
+	}
+	total := 0
+	for _, ts := range res.ServerTiming {
+		total += ts.Count
+	}
+	if total != res.Completed || res.ServerTiming[timingOther].P50 != 2*time.Millisecond {
+		t.Errorf("%d durations counted for %d responses; other %+v", total, res.Completed, res.ServerTiming[timingOther])
+	}
 }

@@ -16,9 +16,14 @@ import (
 // quicDialer is the http3 transport's Dial. It reports the phases through
 // the request's httptrace like the TCP dialer does, waits until the QUIC
 // handshake is complete (quic Dial, not DialEarly) so TLS is the whole
-// handshake, and binds its UDP sockets to the configured local address.
+// handshake, except for the 0rtt class (early), and binds its UDP sockets to
+// the configured local address.
 type quicDialer struct {
 	local net.IP
+	// early dials with quic DialEarly: the dial returns after the first
+	// flight, so a 0-RTT request goes out with it; TLS is then the time
+	// the request waited for the dial, not the whole handshake.
+	early bool
 
 	mu         sync.Mutex
 	transports []*quic.Transport // one per dial, each on a socket of its own
@@ -68,7 +73,15 @@ func (d *quicDialer) dial(ctx context.Context, addr string, tlsConf *tls.Config,
 	if trace.TLSHandshakeStart != nil {
 		trace.TLSHandshakeStart()
 	}
-	conn, err := tr.Dial(ctx, raddr, tlsConf, conf)
+	var conn *quic.Conn
+	if d.early {
+		conn, err = tr.DialEarly(ctx, raddr, tlsConf, conf)
+	} else {
+		conn, err = tr.Dial(ctx, raddr, tlsConf, conf)
+	}
+	if dialed, ok := ctx.Value(dialedQUICKey{}).(*dialedQUIC); ok && conn != nil {
+		dialed.set(conn)
+	}
 	if trace.TLSHandshakeDone != nil {
 		var state tls.ConnectionState
 		if conn != nil {
@@ -108,4 +121,28 @@ func (d *quicDialer) close() {
 		tr.Conn.Close()
 	}
 	d.transports = nil
+}
+
+// dialedQUIC carries the connection dialed for one request back to it
+// (through the request's context), so the request can ask the connection
+// whether it resumed and used 0-RTT.
+type dialedQUIC struct {
+	mu   sync.Mutex
+	conn *quic.Conn
+}
+
+type dialedQUICKey struct{}
+
+// set keeps the last connection: after a 0-RTT rejection the transport
+// retries on a new one, and that one answered.
+func (d *dialedQUIC) set(c *quic.Conn) {
+	d.mu.Lock()
+	d.conn = c
+	d.mu.Unlock()
+}
+
+func (d *dialedQUIC) get() *quic.Conn {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.conn
 }

@@ -23,6 +23,7 @@ type testServer struct {
 	H3URL string // https://127.0.0.1:<udp port>
 
 	tcpConns, quicConns atomic.Int64
+	certs               []tls.Certificate
 
 	mu      sync.Mutex
 	remotes []string // RemoteAddr of every request
@@ -47,6 +48,7 @@ func startTestServer(t *testing.T, h http.Handler) *testServer {
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
 	s.URL = ts.URL
+	s.certs = ts.TLS.Certificates
 
 	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
@@ -94,3 +96,6 @@ func (s *testServer) remoteAddrs() []string {
 	defer s.mu.Unlock()
 	return append([]string(nil), s.remotes...)
 }
+
+// certificates is the server's self-signed certificate, for more servers.
+func (s *testServer) certificates() []tls.Certificate { return s.certs }

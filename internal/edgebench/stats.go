@@ -53,3 +53,43 @@ func (a timingAggregate) stats() map[string]TimingStats {
 	}
 	return out
 }
+
+// maxTimingNames bounds the Server-Timing metric names a load run keeps:
+// the names come from the server under test, and one that invents a new
+// name per response must not grow the client's memory without end.
+// Metrics with further names are counted in the "(other)" entry.
+const maxTimingNames = 64
+
+// timingOther collects the metrics past maxTimingNames.
+const timingOther = "(other)"
+
+// timingHistograms collects Server-Timing durations per metric name in
+// histograms, for load runs of any length.
+type timingHistograms map[string]*Histogram
+
+func (a timingHistograms) add(durs map[string]time.Duration) {
+	for name, d := range durs {
+		h := a[name]
+		if h == nil {
+			if len(a) >= maxTimingNames {
+				name = timingOther
+			}
+			if h = a[name]; h == nil {
+				h = &Histogram{}
+				a[name] = h
+			}
+		}
+		h.Record(d)
+	}
+}
+
+func (a timingHistograms) stats() map[string]TimingStats {
+	if len(a) == 0 {
+		return nil
+	}
+	out := make(map[string]TimingStats, len(a))
+	for name, h := range a {
+		out[name] = TimingStats{Count: int(h.Count()), Mean: h.Mean(), Stats: histogramStats(h)}
+	}
+	return out
+}

@@ -36,6 +36,7 @@ func WriteTable(w io.Writer, results ...*Result) {
 		{"total", func(r *Result) Stats { return r.Total }, false},
 	})
 	g.serverTiming(func(i int) map[string]TimingStats { return results[i].ServerTiming })
+	g.outcomes(func(i int) map[string]*OutcomeStats { return results[i].Outcomes })
 	writeReport(w, legend, g)
 }
 
@@ -67,6 +68,7 @@ func WriteLoadTable(w io.Writer, results ...*LoadResult) {
 		{"handshake", func(r *LoadResult) Stats { return r.Handshake }, false},
 	})
 	g.serverTiming(func(i int) map[string]TimingStats { return results[i].ServerTiming })
+	g.outcomes(func(i int) map[string]*OutcomeStats { return results[i].Outcomes })
 	writeReport(w, legend, g)
 	for _, n := range notes {
 		fmt.Fprintln(w, n)
@@ -164,6 +166,44 @@ func (g *grid) serverTiming(timings func(target int) map[string]TimingStats) {
 		}
 		g.text("server-timing "+name+" n", func(i int) string { return strconv.Itoa(timings(i)[name].Count) })
 		g.stats("server-timing "+name, all)
+	}
+}
+
+// outcomes adds, when any target measured connection classes, each
+// outcome's request count and TTFB percentiles up to p99.9 (from its
+// histogram). A run without a mix has only "all", already in the table.
+func (g *grid) outcomes(outcomes func(target int) map[string]*OutcomeStats) {
+	names := map[string]bool{}
+	for i := range g.targets {
+		for name := range outcomes(i) {
+			if name != OutcomeAll {
+				names[name] = true
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		g.text("class "+name+" n", func(i int) string {
+			if o := outcomes(i)[name]; o != nil {
+				return strconv.Itoa(o.Count)
+			}
+			return "0"
+		})
+		for _, pct := range []struct {
+			label string
+			get   func(Summary) time.Duration
+		}{
+			{"p50", func(s Summary) time.Duration { return s.P50 }},
+			{"p90", func(s Summary) time.Duration { return s.P90 }},
+			{"p99", func(s Summary) time.Duration { return s.P99 }},
+			{"p99.9", func(s Summary) time.Duration { return s.P999 }},
+		} {
+			g.text("class "+name+" ttfb "+pct.label, func(i int) string {
+				if o := outcomes(i)[name]; o != nil {
+					return formatMS(pct.get(o.TTFB))
+				}
+				return "-"
+			})
+		}
 	}
 }
 

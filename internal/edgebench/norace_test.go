@@ -1,0 +1,5 @@
+//go:build !race
+
+package edgebench
+
+const raceEnabled = false
