@@ -26,7 +26,7 @@ func TestDeployBytes(t *testing.T) {
 		t.Skip("run by integration/bench-dict.sh (EDGEKIT_DICT_CORPUS and EDGEKIT_DICT_PAIRS)")
 	}
 	type row struct {
-		name                               string
+		name                                string
 		identity, br5, br11, dcz, dcb, dcz3 int
 	}
 	var rows []row
