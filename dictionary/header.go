@@ -38,10 +38,14 @@ func parseAvailableDictionary(values []string) ([hashSize]byte, error) {
 	if len(v) != encodedLen+2 || v[0] != ':' || v[len(v)-1] != ':' {
 		return h, errMalformed
 	}
-	n, err := base64.StdEncoding.Strict().Decode(h[:], []byte(v[1:len(v)-1]))
+	// Decode writes up to 33 bytes for 44 characters (when the client
+	// leaves out the padding): never decode into h directly.
+	var buf [encodedLen / 4 * 3]byte
+	n, err := base64.StdEncoding.Strict().Decode(buf[:], []byte(v[1:len(v)-1]))
 	if err != nil || n != hashSize {
-		return [hashSize]byte{}, errMalformed
+		return h, errMalformed
 	}
+	copy(h[:], buf[:n])
 	return h, nil
 }
 
