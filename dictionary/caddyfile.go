@@ -31,6 +31,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
+// A first argument starting with "/" is the route's path matcher (Caddy
+// reads it so before this runs): write the pattern in the block, or after
+// a matcher (`dictionary /assets/* /assets/app.*.js`).
+//
 //	dictionary [<matcher>] [<match-pattern>] {
 //	    match <pattern>                  # path with * wildcards, e.g. /assets/app.*.js
 //	    match_dest <destination> ...     # e.g. script style; default any
