@@ -331,7 +331,7 @@ func TestConcurrentDeltas(t *testing.T) {
 // origin with ever-changing bodies would) and checks that the bytes it
 // counts, and the bytes it holds, stay within store_size.
 func TestStoreFloodBounded(t *testing.T) {
-	const storeSize = 1 << 20
+	const storeSize = 4 << 20
 	h := provision(t, &Handler{Match: "/a/*", MaxSize: 64 << 10, StoreSize: storeSize})
 	body := make([]byte, 48<<10)
 	for i := range 500 {
@@ -351,7 +351,8 @@ func TestStoreFloodBounded(t *testing.T) {
 			t.Fatalf("the store holds %d bytes of dictionaries in %d entries, over %d", held, n, storeSize)
 		}
 	}
-	if n, _ := h.store.stats(); n < 10 {
+	// Each 48 KiB dictionary counts ~530 KiB with its Brotli tables.
+	if n, _ := h.store.stats(); n < 6 {
 		t.Fatalf("only %d dictionaries kept of 500: eviction too eager", n)
 	}
 }

@@ -92,7 +92,7 @@ func (s *store) add(origin string, data []byte, match pattern, dests []string, r
 	}
 	d := &dict{key: k, data: data, match: match, dests: dests, res: res}
 	d.encoders.init(d.data, k.hash, cfg)
-	if !s.dicts.add(k, d, int64(len(data))+entryOverhead+int64(len(origin))) {
+	if !s.dicts.add(k, d, dictCost(len(data), cfg.dcb)+int64(len(origin))) {
 		return false
 	}
 	s.noteResource(res, k)
@@ -129,6 +129,25 @@ func (s *store) noteResource(res resourceKey, k dictKey) {
 	}
 	s.byResource.add(res, k, resourceSize(res))
 }
+
+// dictCost is what the store counts for a dictionary of n bytes: its
+// bytes, the entry, and when dcb is offered the Brotli dictionary go-brrr
+// prepares for it (built on the first dcb request, counted from the
+// start). That one is an upper bound fitted on go-brrr v1.3.1, measured by
+// TestPreparedBrotliDictionaryCost: about 300 KiB of fixed tables plus 1.6
+// to 3 bytes per dictionary byte.
+func dictCost(n int, dcb bool) int64 {
+	cost := int64(n) + entryOverhead
+	if dcb {
+		cost += preparedBrotliFixed + preparedBrotliPerByte*int64(n)/10
+	}
+	return cost
+}
+
+const (
+	preparedBrotliFixed   = 320 << 10
+	preparedBrotliPerByte = 32 // tenths of a byte
+)
 
 // resourceSize is what byResource counts for res.
 func resourceSize(res resourceKey) int64 {
