@@ -42,6 +42,9 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"dictionary {\n\t\tmatch /a/*\n\t\tencodings gzip\n\t}", `"gzip": must be dcz or dcb`},
 		{"dictionary {\n\t\tmatch /a/*\n\t\tmax_size 1GiB\n\t}", "max_size"},
 		{"dictionary {\n\t\tmatch /a/*\n\t\tmax_size 8MiB\n\t\tstore_size 4MiB\n\t}", "store_size"},
+		// With dcb, one dictionary of max_size counts its Brotli tables too.
+		{"dictionary {\n\t\tmatch /a/*\n\t\tmax_size 1MiB\n\t\tstore_size 2MiB\n\t}", "must hold one dictionary of max_size"},
+		{"dictionary {\n\t\tmatch /a/*\n\t\tencodings dcz\n\t\tmax_size 1MiB\n\t\tstore_size 2MiB\n\t}", ""},
 		{"dictionary {\n\t\tmatch /a/*\n\t\tdcb_quality 1\n\t}", "dcb_quality 1"},
 		{"dictionary {\n\t\tmatch /a/*\n\t\tdcb_window 25\n\t}", "dcb_window 25"},
 		{"dictionary {\n\t\tmatch /a/*\n\t\tzstd_level 19\n\t}", "zstd_level"},

@@ -203,8 +203,8 @@ func (h *Handler) Validate() error {
 	if h.MaxSize < minMaxSize || h.MaxSize > maxMaxSize {
 		return fmt.Errorf("dictionary: max_size %d: must be %d..%d bytes (1KiB..64MiB)", h.MaxSize, minMaxSize, maxMaxSize)
 	}
-	if h.StoreSize < h.MaxSize || h.StoreSize > maxStoreSize {
-		return fmt.Errorf("dictionary: store_size %d: must be at least max_size (%d) and at most 64GiB", h.StoreSize, h.MaxSize)
+	if need := dictCost(int(h.MaxSize), h.offers(codingDCB)) + 1024; h.StoreSize < need || h.StoreSize > maxStoreSize {
+		return fmt.Errorf("dictionary: store_size %d: must hold one dictionary of max_size (%d): at least %d bytes (with dcb, the Brotli tables count 320KiB + 3.2 bytes per byte), at most 64GiB", h.StoreSize, h.MaxSize, need)
 	}
 	if h.DeltaCacheSize < DeltaCacheOff || h.DeltaCacheSize > maxStoreSize {
 		return fmt.Errorf("dictionary: delta_cache_size %d: must be a size up to 64GiB, or off", h.DeltaCacheSize)
