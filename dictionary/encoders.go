@@ -84,39 +84,40 @@ func dczWindow(n int) int {
 	return max(minDCZWindow, min(want, limit))
 }
 
-// get returns an encoder for coding writing to w, after writing the
-// RFC 9842 header; put gives it back.
-func (p *encoderPools) get(coding string, w io.Writer) (deltaEncoder, error) {
-	var enc deltaEncoder
-	var err error
+// acquire returns an encoder for coding, prepared for the dictionary,
+// from the pool or new; put gives it back. It fails before anything is
+// written, so that the response can still go out without the dictionary.
+func (p *encoderPools) acquire(coding string) (deltaEncoder, error) {
 	switch coding {
 	case codingDCZ:
-		if _, err := w.Write(magicDCZ[:]); err != nil {
-			return nil, err
-		}
 		if e, ok := p.zstd.Get().(*zstd.Encoder); ok {
-			enc = e
-		} else if enc, err = newZstdEncoder(p.data, p.cfg.zstdLevel); err != nil {
-			return nil, err
+			return e, nil
 		}
+		return newZstdEncoder(p.data, p.cfg.zstdLevel)
 	case codingDCB:
-		if _, err := w.Write(magicDCB[:]); err != nil {
-			return nil, err
-		}
 		if e, ok := p.dcb.Get().(*brrr.Writer); ok {
-			enc = e
-		} else if enc, err = p.newBrotliEncoder(); err != nil {
-			return nil, err
+			return e, nil
 		}
-	default:
-		return nil, fmt.Errorf("dictionary: unknown coding %q", coding)
+		return p.newBrotliEncoder()
+	}
+	return nil, fmt.Errorf("dictionary: unknown coding %q", coding)
+}
+
+// start writes the RFC 9842 header of coding (magic bytes, then the
+// dictionary's SHA-256) to w and points enc at w for the body.
+func (p *encoderPools) start(coding string, enc deltaEncoder, w io.Writer) error {
+	magic := magicDCZ[:]
+	if coding == codingDCB {
+		magic = magicDCB[:]
+	}
+	if _, err := w.Write(magic); err != nil {
+		return err
 	}
 	if _, err := w.Write(p.hash[:]); err != nil {
-		p.put(coding, enc)
-		return nil, err
+		return err
 	}
 	enc.Reset(w)
-	return enc, nil
+	return nil
 }
 
 // put returns an encoder to its pool, detached from its writer.

@@ -23,8 +23,11 @@ var testEncoderConfig = encoderConfig{zstdLevel: zstd.SpeedDefault, dcb: true, d
 func compressDelta(t testing.TB, p *encoderPools, coding string, body []byte, chunk int) []byte {
 	t.Helper()
 	var out bytes.Buffer
-	enc, err := p.get(coding, &out)
+	enc, err := p.acquire(coding)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.start(coding, enc, &out); err != nil {
 		t.Fatal(err)
 	}
 	for rest := body; len(rest) > 0; {

@@ -25,6 +25,9 @@ type resourceKey struct {
 // the entry, its keys and maps, rounded up.
 const entryOverhead = 512
 
+// minDictSize is the smallest body kept as a dictionary.
+const minDictSize = 64
+
 // dict is one stored dictionary: the bytes of a marked response, and the
 // encoders prepared for it. It never changes once stored (the encoders
 // are pooled inside), so requests share it without locks.
@@ -85,6 +88,9 @@ func (s *store) known(res resourceKey) bool {
 // add stores data, the complete body of a response marked with match and
 // dests, and reports whether it fits.
 func (s *store) add(origin string, data []byte, match pattern, dests []string, res resourceKey, cfg encoderConfig) bool {
+	if len(data) < minDictSize {
+		return false // nothing to gain, and the encoders want some history
+	}
 	k := dictKey{origin, sha256.Sum256(data)}
 	if _, ok := s.dicts.get(k); ok {
 		s.noteResource(res, k)

@@ -96,8 +96,10 @@ func (rw *responseWriter) WriteHeader(status int) {
 		case !readable:
 			metrics.missBy[missCrossOrigin].Inc()
 		default:
-			rw.startDelta(hdr, status)
-			return
+			if rw.startDelta(hdr, status) {
+				return
+			}
+			metrics.missBy[missIneligible].Inc()
 		}
 	}
 	rw.ResponseWriter.WriteHeader(status)
@@ -139,40 +141,52 @@ func (rw *responseWriter) setUseAsDictionary(hdr http.Header) {
 }
 
 // startDelta sends the header of a dictionary-compressed response and
-// readies its body: from the delta cache, or through a pooled encoder.
-func (rw *responseWriter) startDelta(hdr http.Header, status int) {
+// readies its body: from the delta cache, or through a pooled encoder. It
+// reports false, having changed nothing, when no encoder can be had.
+func (rw *responseWriter) startDelta(hdr http.Header, status int) bool {
 	coding, d := rw.plan.coding, rw.plan.dict
+	etag := hdr.Get("Etag")
+	strong := isStrongETag(etag)
+	var cached []byte
+	if strong && rw.h.deltas != nil {
+		rw.deltaKey = deltaKey{rw.origin, rw.uri, d.key.hash, etag, coding}
+		cached, _ = rw.h.deltas.get(rw.deltaKey)
+	}
+	if cached == nil {
+		enc, err := d.encoders.acquire(coding)
+		if err != nil {
+			rw.h.logger.Error("preparing a dictionary encoder; sending the response without the dictionary",
+				zap.String("coding", coding), zap.Error(err))
+			return false
+		}
+		rw.enc = enc
+	}
 	hdr.Del("Content-Length")
 	hdr.Del("Accept-Ranges")
 	hdr.Set("Content-Encoding", coding)
-	etag := hdr.Get("Etag")
-	strong := isStrongETag(etag)
 	if strong {
 		hdr.Set("Etag", codedETag(etag, coding))
 	} else {
 		hdr.Del("Etag") // a weak ETag may stand for other bytes, and so another delta
 	}
 	metrics.hitBy[coding].Inc()
+	if cached != nil {
+		metrics.deltaHits.Inc()
+		rw.mode = fromCache
+		hdr.Set("Content-Length", strconv.Itoa(len(cached)))
+		rw.ResponseWriter.WriteHeader(status)
+		_, rw.writeErr = rw.ResponseWriter.Write(cached)
+		rw.sent.n = int64(len(cached))
+		return true
+	}
 	if strong && rw.h.deltas != nil {
-		rw.deltaKey = deltaKey{rw.origin, rw.uri, d.key.hash, etag, coding}
-		if b, ok := rw.h.deltas.get(rw.deltaKey); ok {
-			metrics.deltaHits.Inc()
-			rw.mode = fromCache
-			hdr.Set("Content-Length", strconv.Itoa(len(b)))
-			rw.ResponseWriter.WriteHeader(status)
-			_, rw.writeErr = rw.ResponseWriter.Write(b)
-			rw.sent.n = int64(len(b))
-			return
-		}
 		rw.delta = newCapture(min(rw.h.MaxSize, rw.h.DeltaCacheSize))
 	}
 	rw.ResponseWriter.WriteHeader(status)
 	rw.mode = compressing
 	rw.sent = countingWriter{w: rw.ResponseWriter, tee: rw.delta}
-	rw.enc, rw.writeErr = d.encoders.get(coding, &rw.sent)
-	if rw.writeErr != nil {
-		rw.h.logger.Error("starting dictionary compression", zap.Error(rw.writeErr))
-	}
+	rw.writeErr = d.encoders.start(coding, rw.enc, &rw.sent)
+	return true
 }
 
 // Write routes p according to the decision taken at WriteHeader.
