@@ -100,15 +100,21 @@ func readAccessLog(t *testing.T, path string) []accessEntry {
 // It runs once per coding (the handler offering only that one), so that
 // Chromium's own decoders check both: its zstd for dcz, and for dcb its
 // Brotli, the one independent decoder of go-brrr's compound dictionaries
-// here.
+// here; and dcz once more over HTTP/3 (QUIC forced for the origin).
 func TestDictionaryChromium(t *testing.T) {
 	chromium := chromiumPath(t)
-	for _, coding := range []string{"dcz", "dcb"} {
-		t.Run(coding, func(t *testing.T) { dictionaryChromium(t, chromium, coding) })
+	for _, tc := range []struct{ name, coding, proto string }{
+		{"dcz-h2", "dcz", "HTTP/2.0"},
+		{"dcb-h2", "dcb", "HTTP/2.0"},
+		{"dcz-h3", "dcz", "HTTP/3.0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dictionaryChromium(t, chromium, tc.coding, tc.proto)
+		})
 	}
 }
 
-func dictionaryChromium(t *testing.T, chromium, coding string) {
+func dictionaryChromium(t *testing.T, chromium, coding, proto string) {
 	root := t.TempDir()
 	assets := filepath.Join(root, "assets")
 	if err := os.Mkdir(assets, 0o755); err != nil {
@@ -169,14 +175,19 @@ https://localhost:{$HTTPS_PORT} {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, chromium,
+	args := []string{
 		"--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+t.TempDir(),
-		"--ignore-certificate-errors-spki-list="+spki,
-		"--host-resolver-rules=MAP localhost "+c.Host,
+		"--user-data-dir=" + t.TempDir(),
+		"--ignore-certificate-errors-spki-list=" + spki,
+		"--host-resolver-rules=MAP localhost " + c.Host,
 		"--virtual-time-budget=15000", "--enable-logging=stderr", "--v=0",
-		"--dump-dom", c.HTTPSURL("/"))
+	}
+	if proto == "HTTP/3.0" {
+		args = append(args, "--enable-quic", fmt.Sprintf("--origin-to-force-quic-on=localhost:%d", c.HTTPSPort))
+	}
+	args = append(args, "--dump-dom", c.HTTPSURL("/"))
+	cmd := exec.CommandContext(ctx, chromium, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	dom, err := cmd.Output()
@@ -205,6 +216,9 @@ https://localhost:{$HTTPS_PORT} {
 	}
 	if want := availableDictionary(v1); strings.Join(second.Request.Headers["Available-Dictionary"], "") != want {
 		t.Fatalf("Chromium did not name version 1 (%s) in Available-Dictionary: %v", want, second.Request.Headers)
+	}
+	if first.Request.Proto != proto || second.Request.Proto != proto {
+		t.Errorf("Chromium spoke %s and %s, want %s", first.Request.Proto, second.Request.Proto, proto)
 	}
 	if ce := strings.Join(second.RespHeaders["Content-Encoding"], ""); ce != coding {
 		t.Fatalf("app.2.js went out as %q, want %s", ce, coding)
