@@ -54,7 +54,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		origin:                origin,
 		path:                  path,
 		uri:                   orig.URL.RequestURI(),
-		mark:                  h.match.matches(path) && requestReadable(r),
+		mark:                  h.match.matches(path) && requestReadable(r) && len(r.Header["Authorization"]) == 0,
 	}
 	if len(r.Header["Available-Dictionary"]) > 0 {
 		var reason string
@@ -63,9 +63,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			metrics.missBy[reason].Inc()
 		}
 	}
-	if rw.plan.dict != nil {
-		rw.stripETagSuffix()
-	}
+	rw.stripETagSuffix()
 	err := next.ServeHTTP(rw, r)
 	if err != nil {
 		rw.finish(true)
@@ -132,7 +130,9 @@ func originOf(r *http.Request) string {
 
 // stripETagSuffix removes the coding suffix this handler appends to strong
 // ETags from If-None-Match, so that the handlers below recognise their own
-// ETag (as encode does for its codings).
+// ETag (as encode does for its codings), and remembers the coding for the
+// 304: the client revalidates the representation it holds, whether or not
+// its dictionary is still here.
 func (rw *responseWriter) stripETagSuffix() {
 	inm := rw.req.Header["If-None-Match"]
 	if len(inm) == 0 {
@@ -141,10 +141,14 @@ func (rw *responseWriter) stripETagSuffix() {
 	joined := strings.Join(inm, ", ")
 	stripped := joined
 	for _, c := range []string{codingDCZ, codingDCB} {
-		stripped = strings.ReplaceAll(stripped, "-"+c+`"`, `"`)
+		if s := strings.ReplaceAll(stripped, "-"+c+`"`, `"`); s != stripped {
+			stripped = s
+			if rw.notModifiedCoding == "" {
+				rw.notModifiedCoding = c
+			}
+		}
 	}
 	if stripped != joined {
 		rw.req.Header["If-None-Match"] = []string{stripped}
-		rw.notModifiedSuffix = true
 	}
 }

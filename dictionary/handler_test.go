@@ -220,6 +220,9 @@ func TestMarkingRules(t *testing.T) {
 		{"already encoded", browserRequest("a.test", "/assets/app.1.js"), file(v1, "Content-Encoding", "br"), false},
 		{"too large", browserRequest("a.test", "/assets/app.1.js"), file(v1, "Content-Length", strconv.Itoa(DefaultMaxSize+1)), false},
 		{"cross-site no-cors", browserRequest("a.test", "/assets/app.1.js", "Sec-Fetch-Site", "cross-site"), file(v1), false},
+		{"same-site no-cors", browserRequest("a.test", "/assets/app.1.js", "Sec-Fetch-Site", "same-site"), file(v1), false},
+		{"Authorization", browserRequest("a.test", "/assets/app.1.js", "Authorization", "Bearer x"), file(v1), false},
+		{"tiny", browserRequest("a.test", "/assets/app.1.js"), file([]byte("x"), "Content-Length", "1"), false},
 		{"cross-site cors allowed", browserRequest("a.test", "/assets/app.1.js", "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "cors", "Origin", "https://x.test"), file(v1, "Access-Control-Allow-Origin", "*"), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -293,6 +296,12 @@ func TestNotModified(t *testing.T) {
 	}
 	if vary := strings.Join(resp.Header.Values("Vary"), ", "); !strings.Contains(vary, "Available-Dictionary") {
 		t.Errorf("304 Vary = %q", vary)
+	}
+	// The dictionary gone (a request naming another one), the client still
+	// revalidates what it holds: 304 with the ETag it named.
+	resp = serve(t, h, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", formatAvailableDictionary(sha256.Sum256([]byte("gone"))), "If-None-Match", etag), file(v2))
+	if resp.StatusCode != http.StatusNotModified || resp.Header.Get("Etag") != etag {
+		t.Fatalf("without the dictionary: status %d, ETag %s; want 304 with %s", resp.StatusCode, resp.Header.Get("Etag"), etag)
 	}
 }
 

@@ -38,7 +38,7 @@ type responseWriter struct {
 
 	wroteHeader       bool
 	mode              mode
-	notModifiedSuffix bool // If-None-Match named our coding suffix
+	notModifiedCoding string // the coding suffix If-None-Match named, if any
 	writeErr          error
 
 	// compressing
@@ -72,9 +72,9 @@ func (rw *responseWriter) WriteHeader(status int) {
 		if rw.plan.dict != nil || rw.mark {
 			addVary(hdr, "Accept-Encoding", "Available-Dictionary")
 		}
-		if rw.plan.dict != nil && rw.notModifiedSuffix {
+		if rw.notModifiedCoding != "" {
 			if etag := hdr.Get("Etag"); isStrongETag(etag) {
-				hdr.Set("Etag", codedETag(etag, rw.plan.coding))
+				hdr.Set("Etag", codedETag(etag, rw.notModifiedCoding))
 			}
 		}
 		rw.ResponseWriter.WriteHeader(status)
@@ -115,7 +115,7 @@ func (rw *responseWriter) startMark(hdr http.Header) {
 	limit := rw.h.MaxSize
 	if cl := hdr.Get("Content-Length"); cl != "" {
 		n, err := strconv.ParseInt(cl, 10, 64)
-		if err != nil || n < 0 || n > rw.h.MaxSize {
+		if err != nil || n < minDictSize || n > rw.h.MaxSize {
 			return
 		}
 		limit = n
