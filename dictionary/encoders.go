@@ -10,14 +10,14 @@ import (
 	brrr "github.com/molecule-man/go-brrr"
 )
 
-// The content codings of RFC 9842 §5.
+// The content codings of RFC 9842.
 const (
 	codingDCZ = "dcz" // Zstandard with a raw dictionary
 	codingDCB = "dcb" // Brotli with a compound dictionary
 )
 
 // Each dictionary-compressed body starts with a fixed header naming the
-// dictionary (RFC 9842 §4 and §5): the magic bytes, then its SHA-256. The
+// dictionary (RFC 9842): the magic bytes, then its SHA-256. The
 // dcz magic is a Zstandard skippable frame with a 32-byte payload, so
 // plain zstd decoders skip it.
 var (
@@ -25,8 +25,8 @@ var (
 	magicDCB = [...]byte{0xff, 0x44, 0x43, 0x42}
 )
 
-// Window bounds. RFC 9842 §5.2: a dcz decoder must accept a window of
-// max(8 MiB, 1.25 × dictionary size) (up to 128 MiB). §5.1: the dcb window
+// Window bounds. RFC 9842: a dcz decoder must accept a window of
+// max(8 MiB, 1.25 × dictionary size) (up to 128 MiB), and the dcb window
 // is at most 16 MiB (lgwin 24); compound-dictionary references reach past
 // it, so the dictionary need not fit in it.
 const (

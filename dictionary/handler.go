@@ -103,7 +103,7 @@ func (h *Handler) planDelta(r *http.Request, origin, path string) (plan, string)
 }
 
 // destMatches reports whether a request with Sec-Fetch-Dest dest may use a
-// dictionary marked for dests (RFC 9842 §2.1.2: an empty list matches
+// dictionary marked for dests (RFC 9842, match-dest: an empty list matches
 // every destination). A request without Sec-Fetch-Dest (not a browser)
 // is not refused for it.
 func destMatches(dests []string, dest string) bool {

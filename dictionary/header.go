@@ -18,7 +18,7 @@ var (
 )
 
 // parseAvailableDictionary reads the Available-Dictionary request field
-// (RFC 9842 §2.2): one RFC 8941 byte sequence, ":<base64 of 32 bytes>:".
+// (RFC 9842): one RFC 8941 byte sequence, ":<base64 of 32 bytes>:".
 // The value is the client's to write, so it is read strictly: one field
 // line, optional surrounding spaces, canonical base64 with padding, exactly
 // 32 bytes, no parameters. Anything else is errMalformed, and the response
@@ -55,7 +55,7 @@ func formatAvailableDictionary(hash [hashSize]byte) string {
 	return ":" + base64.StdEncoding.EncodeToString(hash[:]) + ":"
 }
 
-// useAsDictionary is the Use-As-Dictionary response field (RFC 9842 §2.1)
+// useAsDictionary is the Use-As-Dictionary response field (RFC 9842)
 // of a marked response: an sf-dictionary with match, and match-dest and id
 // when configured. Every string in it was validated at provision time, so
 // none needs escaping.
@@ -85,7 +85,7 @@ func useAsDictionary(match string, dests []string, id string) string {
 }
 
 // requestReadable reports whether the browser may read the response to r
-// as far as the request tells (RFC 9842 §10.2: dictionaries and
+// as far as the request tells (RFC 9842, security considerations: dictionaries and
 // dictionary-compressed responses must be same-origin or CORS-readable). A
 // request without Sec-Fetch-Site comes from a client that is not a browser
 // (or an old one) and has no opaque responses. A cross-origin request in

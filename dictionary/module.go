@@ -43,7 +43,7 @@ const (
 
 	minMaxSize = 1 << 10
 	// maxMaxSize keeps every dictionary within the dcz window a client
-	// must accept (RFC 9842 §5.2: up to 128 MiB) with room for the response.
+	// must accept (RFC 9842: up to 128 MiB) with room for the response.
 	maxMaxSize   = 64 << 20
 	maxStoreSize = 64 << 30
 	maxDests     = 16

@@ -9,7 +9,7 @@ import (
 const maxPatternLen = 1024
 
 // pattern is the match of a Use-As-Dictionary field, restricted to the part
-// of URLPattern (RFC 9842 §2.1.1) whose meaning this module and every
+// of URLPattern (RFC 9842's match) whose meaning this module and every
 // browser agree on without a URLPattern engine: a path starting with "/"
 // in which "*" matches any run of characters, "/" included. The other
 // URLPattern syntax (":name", groups, "?", "+", "{…}", escapes) is refused

@@ -106,7 +106,7 @@ func (rw *responseWriter) WriteHeader(status int) {
 }
 
 // startMark marks the response as a dictionary and captures its body for
-// the store, unless it must not become one (RFC 9842 §10: no-store,
+// the store, unless it must not become one (RFC 9842 security considerations: no-store,
 // Set-Cookie), is too large, or the capture budget is spent.
 func (rw *responseWriter) startMark(hdr http.Header) {
 	if hasToken(hdr["Cache-Control"], "no-store") || len(hdr["Set-Cookie"]) > 0 {
