@@ -207,3 +207,46 @@ https://localhost:{$HTTPS_PORT} {
 		t.Fatalf("bytes_saved_total %v for three deltas of %d bytes", saved, len(v2))
 	}
 }
+
+// TestDictionaryWithSubstitute: with substitute in the same route (the
+// default order puts dictionary outside it), the dictionary is the
+// substituted body the browser got, and the delta decodes to the
+// substituted version 2.
+func TestDictionaryWithSubstitute(t *testing.T) {
+	root := t.TempDir()
+	v1, v2 := dictionaryVersions(t, root)
+	c := StartCaddy(t, `
+http://{$HOST}:{$HTTP_PORT} {
+	encode br gzip
+	substitute {
+		replace "react-dom" "REACT-DOM"
+		types text/javascript application/javascript
+	}
+	dictionary /assets/* /assets/app.*.js
+	handle_path /assets/* {
+		root * `+root+`
+		file_server
+	}
+}`)
+	sub1 := bytes.ReplaceAll(v1, []byte("react-dom"), []byte("REACT-DOM"))
+	sub2 := bytes.ReplaceAll(v2, []byte("react-dom"), []byte("REACT-DOM"))
+	if bytes.Equal(sub1, v1) {
+		t.Fatal("the sample has no react-dom to substitute")
+	}
+	resp, body := Get(t, c.Client(), c.URL("/assets/app.1.js"), "Accept-Encoding", dictionaryBrowserAcceptEncoding)
+	if resp.Header.Get("Use-As-Dictionary") == "" || resp.Header.Get("Content-Encoding") != "br" {
+		t.Fatalf("first visit: Use-As-Dictionary %q, Content-Encoding %q", resp.Header.Get("Use-As-Dictionary"), resp.Header.Get("Content-Encoding"))
+	}
+	if got, _ := io.ReadAll(brotli.NewReader(strings.NewReader(body))); !bytes.Equal(got, sub1) {
+		t.Fatal("first visit is not the substituted version 1")
+	}
+	// The browser names what it got: the substituted version 1.
+	resp, body = Get(t, c.Client(), c.URL("/assets/app.2.js"), "Accept-Encoding", dictionaryBrowserAcceptEncoding,
+		"Available-Dictionary", availableDictionary(sub1))
+	if ce := resp.Header.Get("Content-Encoding"); ce != "dcz" {
+		t.Fatalf("second visit: Content-Encoding %q, want dcz\n%s", ce, grepLines(c.Metrics(), "caddy_dictionary_misses"))
+	}
+	if got := dczDecode(t, sub1, []byte(body)); !bytes.Equal(got, sub2) {
+		t.Fatal("the delta does not decode to the substituted version 2")
+	}
+}
