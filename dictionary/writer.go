@@ -180,7 +180,9 @@ func (rw *responseWriter) startDelta(hdr http.Header, status int) bool {
 		return true
 	}
 	if strong && rw.h.deltas != nil {
-		rw.delta = newCapture(min(rw.h.MaxSize, rw.h.DeltaCacheSize))
+		// A delta worth caching is small; a larger one is sent without
+		// being kept, so that concurrent responses hold little each.
+		rw.delta = newCapture(min(maxCachedDelta, rw.h.DeltaCacheSize/16))
 	}
 	rw.ResponseWriter.WriteHeader(status)
 	rw.mode = compressing
@@ -284,6 +286,10 @@ func (rw *responseWriter) finish(abort bool) error {
 	}
 	return err
 }
+
+// maxCachedDelta is the largest dictionary-compressed body the delta cache
+// keeps.
+const maxCachedDelta = 256 << 10
 
 // deltaOverhead is what the delta cache counts per entry beyond its bytes.
 func deltaOverhead(k deltaKey) int64 {
