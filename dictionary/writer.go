@@ -67,6 +67,11 @@ func (rw *responseWriter) WriteHeader(status int) {
 	hdr := rw.Header()
 	eligible := status == http.StatusOK && identityCoding(hdr) &&
 		!hasToken(hdr["Cache-Control"], "no-transform") && len(hdr["Content-Range"]) == 0
+	// A body known to be tiny is not worth the dictionary header.
+	tiny := false
+	if n, err := strconv.ParseInt(hdr.Get("Content-Length"), 10, 64); err == nil && n < minDictSize {
+		tiny = true
+	}
 
 	if status == http.StatusNotModified {
 		if rw.plan.dict != nil || rw.mark {
@@ -91,7 +96,7 @@ func (rw *responseWriter) WriteHeader(status int) {
 	}
 	if rw.plan.dict != nil {
 		switch {
-		case !eligible:
+		case !eligible || tiny:
 			metrics.missBy[missIneligible].Inc()
 		case !readable:
 			metrics.missBy[missCrossOrigin].Inc()
@@ -268,7 +273,11 @@ func (rw *responseWriter) finish(abort bool) error {
 	}
 	complete := !abort && err == nil && rw.writeErr == nil
 	if rw.mode != passThrough && complete {
-		metrics.bytesSaved.Add(float64(rw.identity - rw.sent.n))
+		// A body of a few bytes comes out larger (the 36- or 40-byte
+		// header alone); a counter cannot go down, so only savings count.
+		if saved := rw.identity - rw.sent.n; saved > 0 {
+			metrics.bytesSaved.Add(float64(saved))
+		}
 		if rw.delta != nil && !rw.delta.overflow {
 			b := rw.delta.bytes()
 			rw.h.deltas.add(rw.deltaKey, b, int64(len(b))+deltaOverhead(rw.deltaKey))
