@@ -365,3 +365,33 @@ func TestStoreFloodBounded(t *testing.T) {
 		t.Fatalf("only %d dictionaries kept of 500: eviction too eager", n)
 	}
 }
+
+// TestStoreKeptAcrossReload: a reload provisions the new config's handlers
+// before it cleans up the old ones; handlers configured alike share the
+// store, so the dictionaries survive, and the store goes with the last one.
+// A handler configured otherwise has a store of its own.
+func TestStoreKeptAcrossReload(t *testing.T) {
+	v1, v2 := sampleVersions(t)
+	avail := formatAvailableDictionary(sha256.Sum256(v1))
+	old := provision(t, &Handler{Match: "/reload/*"})
+	serve(t, old, browserRequest("a.test", "/reload/1.js"), file(v1))
+
+	cur := provision(t, &Handler{Match: "/reload/*"})
+	other := provision(t, &Handler{Match: "/reload/*", StoreSize: 2 * DefaultStoreSize})
+	if err := old.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	if resp := serve(t, cur, browserRequest("a.test", "/reload/2.js", "Available-Dictionary", avail), file(v2)); resp.Header.Get("Content-Encoding") != codingDCZ {
+		t.Fatalf("after the reload: Content-Encoding %q, want dcz", resp.Header.Get("Content-Encoding"))
+	}
+	if resp := serve(t, other, browserRequest("a.test", "/reload/2.js", "Available-Dictionary", avail), file(v2)); resp.Header.Get("Content-Encoding") != "" {
+		t.Fatal("a handler with another store_size used the dictionary of another store")
+	}
+	key := cur.storeKey
+	if err := cur.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := stores.References(key); ok {
+		t.Fatal("the store outlived the last handler using it")
+	}
+}

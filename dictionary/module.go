@@ -15,6 +15,7 @@
 package dictionary
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -109,11 +110,12 @@ type Handler struct {
 	// at most 16 MiB). Default: 22.
 	DCBWindow int `json:"dcb_window,omitempty"`
 
-	match  pattern
-	store  *store
-	deltas *lru[deltaKey, []byte]
-	enc    encoderConfig
-	logger *zap.Logger
+	match    pattern
+	store    *store
+	storeKey string
+	deltas   *lru[deltaKey, []byte]
+	enc      encoderConfig
+	logger   *zap.Logger
 }
 
 // CaddyModule returns the Caddy module information.
@@ -161,14 +163,37 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		dcbQuality: h.DCBQuality,
 		dcbLGWin:   h.DCBWindow,
 	}
-	h.store = newStore(h.StoreSize)
 	if h.DeltaCacheSize > 0 {
 		h.deltas = newLRU[deltaKey, []byte](h.DeltaCacheSize, nil)
 	}
 	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("dictionary: registering metrics: %w", err)
 	}
+	// Last, so that nothing can fail once the store is taken (Cleanup
+	// gives it back).
+	h.storeKey = h.storeIdentity()
+	v, _, err := stores.LoadOrNew(h.storeKey, func() (caddy.Destructor, error) {
+		return newStore(h.StoreSize), nil
+	})
+	if err != nil {
+		return fmt.Errorf("dictionary: store: %w", err)
+	}
+	h.store = v.(*store)
 	return nil
+}
+
+// stores holds the dictionary stores of every loaded config, by what
+// shapes them: a config reload (which provisions new handlers before it
+// cleans up the old ones) keeps the dictionaries browsers hold, and
+// handlers configured alike share one store. A store goes when the last
+// handler using it is cleaned up.
+var stores = caddy.NewUsagePool()
+
+// storeIdentity is the key of h's store in stores: everything that decides
+// what a stored dictionary is and how it is compressed against.
+func (h *Handler) storeIdentity() string {
+	b, _ := json.Marshal([]any{h.Match, h.MatchDest, h.Encodings, h.MaxSize, h.StoreSize, h.ZstdLevel, h.DCBQuality, h.DCBWindow})
+	return string(b)
 }
 
 // Validate refuses a configuration that makes no sense.
@@ -221,10 +246,13 @@ func (h *Handler) Validate() error {
 	return nil
 }
 
-// Cleanup takes this handler's store out of the store gauges.
+// Cleanup gives the store back; the last handler using it drops it.
 func (h *Handler) Cleanup() error {
 	if h.store != nil {
-		h.store.close()
+		h.store = nil
+		if _, err := stores.Delete(h.storeKey); err != nil {
+			return fmt.Errorf("dictionary: dropping the store: %w", err)
+		}
 	}
 	return nil
 }

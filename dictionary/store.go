@@ -120,7 +120,13 @@ func (s *store) updateGauges() {
 	s.gaugeDicts, s.gaugeSize = int64(n), size
 }
 
-// close takes the store out of the gauges (its config is unloaded).
+// Destruct is called when no loaded config uses the store any more.
+func (s *store) Destruct() error {
+	s.close()
+	return nil
+}
+
+// close takes the store out of the gauges.
 func (s *store) close() {
 	s.gaugeMu.Lock()
 	defer s.gaugeMu.Unlock()

@@ -71,8 +71,9 @@ func availableDictionary(b []byte) string {
 // dictionary, then file_server), a first visit marks version 1; a second
 // visit for version 2, naming version 1, gets dcz that decodes to version
 // 2, over HTTP/1.1, HTTP/2 and HTTP/3. Another host served by the same
-// handler never gets a delta against the first host's dictionary; once the
-// dictionary is evicted, the response falls back to encode's br.
+// handler never gets a delta against the first host's dictionary; a config
+// reload keeps the dictionaries; once the dictionary is evicted, the
+// response falls back to encode's br.
 func TestDictionaryEndToEnd(t *testing.T) {
 	root := t.TempDir()
 	v1, v2 := dictionaryVersions(t, root)
@@ -89,18 +90,19 @@ func TestDictionaryEndToEnd(t *testing.T) {
 		match /assets/app.*.js
 		match_dest script
 		max_size 200KiB
-		store_size 1200KiB
+		store_size 1800KiB
 	}
 	handle_path /assets/* {
 		root * ` + root + `
 		file_server
 	}`
-	c := StartCaddy(t, `
-http://a.test:{$HTTP_PORT}, http://b.test:{$HTTP_PORT} {`+site+`
+	sites := `
+http://a.test:{$HTTP_PORT}, http://b.test:{$HTTP_PORT} {` + site + `
 }
 https://localhost:{$HTTPS_PORT} {
-	tls internal`+site+`
-}`)
+	tls internal` + site + `
+}`
+	c := StartCaddy(t, sites)
 	c.WaitHTTPS(t)
 
 	get := func(client *http.Client, url, host string, header ...string) (*http.Response, []byte) {
@@ -183,9 +185,25 @@ https://localhost:{$HTTPS_PORT} {
 		t.Fatalf("hits: %s", grepLines(m, "caddy_dictionary_hits_total"))
 	}
 
-	// Eviction: two more dictionaries for a.test push version 1 out of
-	// the store, which holds one (each counts ~850 KiB with its Brotli
-	// tables); naming it then gets br.
+	// A config reload keeps the store (the handlers of the new config,
+	// configured alike, take over the old ones' store): version 1, marked
+	// before the reload, still gives a delta after it.
+	get(c.Client(), c.URL("/assets/app.1.js"), aHost)
+	if status, body := c.Load(sites); status != http.StatusOK {
+		t.Fatalf("reload: %d %s", status, body)
+	}
+	resp, body = get(c.Client(), c.URL("/assets/app.2.js"), aHost, "Available-Dictionary", availableDictionary(v1))
+	if ce := resp.Header.Get("Content-Encoding"); ce != "dcz" {
+		t.Fatalf("after a reload: Content-Encoding %q, want dcz\n%s", ce, grepLines(c.Metrics(), "caddy_dictionary"))
+	}
+	if got := dczDecode(t, v1, body); !bytes.Equal(got, v2) {
+		t.Fatal("after a reload: dcz does not decode to version 2")
+	}
+
+	// Eviction: the store (shared by both site blocks, configured alike)
+	// holds two dictionaries of this size (each counts ~860 KiB with its
+	// Brotli tables): version 1 and version 2, just marked. Two more push
+	// version 1 out; naming it then gets br.
 	get(c.Client(), c.URL("/assets/app.3.js"), aHost)
 	get(c.Client(), c.URL("/assets/app.4.js"), aHost)
 	resp, body = get(c.Client(), c.URL("/assets/app.2.js"), aHost, "Available-Dictionary", availableDictionary(v1))
@@ -199,9 +217,11 @@ https://localhost:{$HTTPS_PORT} {
 	if counterValue(t, m, "caddy_dictionary_evictions_total") < 1 {
 		t.Fatalf("no eviction counted: %s", grepLines(m, "caddy_dictionary"))
 	}
-	// Two handlers (one per site block), each with its own 1200 KiB store.
-	if size := counterValue(t, m, "caddy_dictionary_store_bytes"); size <= 0 || size > 2*1200<<10 {
-		t.Fatalf("store_bytes %v, want within (0, 2 x 1200KiB]", size)
+	if size := counterValue(t, m, "caddy_dictionary_store_bytes"); size <= 0 || size > 1800<<10 {
+		t.Fatalf("store_bytes %v, want within (0, 1800KiB]", size)
+	}
+	if n := counterValue(t, m, "caddy_dictionary_store_dictionaries"); n != 2 {
+		t.Fatalf("store_dictionaries %v, want 2", n)
 	}
 	if saved := counterValue(t, m, "caddy_dictionary_bytes_saved_total"); saved < float64(3*len(v2)*8/10) {
 		t.Fatalf("bytes_saved_total %v for three deltas of %d bytes", saved, len(v2))
