@@ -88,9 +88,10 @@ type Handler struct {
 	// stored as a dictionary. Default: 4 MiB; at most 64 MiB.
 	MaxSize int64 `json:"max_size,omitempty"`
 
-	// StoreSize bounds the bytes of this handler's dictionary store (LRU),
-	// and also the bytes in-flight responses may buffer to become
-	// dictionaries. Default: 64 MiB.
+	// StoreSize bounds the bytes the dictionary store counts (LRU; with
+	// dcb, a dictionary counts its Brotli tables too), and also the bytes
+	// in-flight responses may buffer to become dictionaries. Handlers
+	// configured alike share one store, across reloads. Default: 64 MiB.
 	StoreSize int64 `json:"store_size,omitempty"`
 
 	// DeltaCacheSize bounds the bytes of compressed responses kept to be
