@@ -45,7 +45,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    delta_cache_size <size>|off      # default 16MiB
 //	    zstd_level fastest|default|better|best
 //	    dcb_quality <2-11>               # default 5
-//	    dcb_window <10-24>               # default 22
+//	    dcb_window <10-24>               # default 20
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name

@@ -38,7 +38,7 @@ const (
 	DefaultStoreSize      = 64 << 20
 	DefaultDeltaCacheSize = 16 << 20
 	DefaultDCBQuality     = 5
-	DefaultDCBWindow      = 22
+	DefaultDCBWindow      = 20
 	// DeltaCacheOff in DeltaCacheSize turns the delta cache off.
 	DeltaCacheOff = -1
 
@@ -108,7 +108,9 @@ type Handler struct {
 	DCBQuality int `json:"dcb_quality,omitempty"`
 
 	// DCBWindow is log2 of the dcb Brotli window, 10..24 (RFC 9842 allows
-	// at most 16 MiB). Default: 22.
+	// at most 16 MiB). Default: 20 (1 MiB, as `encode br`): references
+	// into the dictionary reach past the window, so a larger one only
+	// helps within responses over 1 MiB; a pooled writer keeps twice it.
 	DCBWindow int `json:"dcb_window,omitempty"`
 
 	match    pattern
