@@ -7,6 +7,7 @@ package edgekit
 import (
 	_ "github.com/caddy-edgekit/edgekit/brotli"
 	_ "github.com/caddy-edgekit/edgekit/clientip"
+	_ "github.com/caddy-edgekit/edgekit/dictionary"
 	_ "github.com/caddy-edgekit/edgekit/ratelimit"
 	_ "github.com/caddy-edgekit/edgekit/substitute"
 )

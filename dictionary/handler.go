@@ -1,0 +1,154 @@
+package dictionary
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
+)
+
+// deltaKey names a dictionary-compressed response in the delta cache: the
+// same resource (origin, path and query) with the same strong ETag,
+// compressed in the same coding against the same dictionary, is the same
+// bytes.
+type deltaKey struct {
+	origin, uri string
+	hash        [hashSize]byte
+	etag        string
+	coding      string
+}
+
+// plan is what the request asks for: a dictionary-compressed response
+// against dict in coding, or nothing (dict nil).
+type plan struct {
+	dict   *dict
+	coding string
+}
+
+// ServeHTTP marks eligible responses as dictionaries and compresses
+// responses against the dictionary the client names, when it may.
+//
+// Only GET responses are marked or compressed: HEAD has no body to store
+// or compress (its header would lie about the coding of the GET).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if r.Method != http.MethodGet {
+		if len(r.Header["Available-Dictionary"]) > 0 {
+			metrics.missBy[missIneligible].Inc()
+		}
+		return next.ServeHTTP(w, r)
+	}
+	// The browser matches patterns against the URL it asked for, before
+	// handle_path or rewrite changed it.
+	orig := r
+	if o, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok {
+		orig = &o
+	}
+	origin := originOf(r)
+	path := orig.URL.EscapedPath()
+
+	rw := &responseWriter{
+		ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w},
+		h:                     h,
+		req:                   r,
+		origin:                origin,
+		path:                  path,
+		uri:                   orig.URL.RequestURI(),
+		mark:                  h.match.matches(path) && requestReadable(r) && len(r.Header["Authorization"]) == 0,
+	}
+	if len(r.Header["Available-Dictionary"]) > 0 {
+		var reason string
+		rw.plan, reason = h.planDelta(r, origin, path)
+		if reason != "" {
+			metrics.missBy[reason].Inc()
+		}
+	}
+	rw.stripETagSuffix()
+	err := next.ServeHTTP(rw, r)
+	if err != nil {
+		rw.finish(true)
+		return err
+	}
+	return rw.finish(false)
+}
+
+// planDelta decides from the request alone whether the response may be
+// compressed against a stored dictionary, or names the reason it may not.
+func (h *Handler) planDelta(r *http.Request, origin, path string) (plan, string) {
+	hash, err := parseAvailableDictionary(r.Header["Available-Dictionary"])
+	if err != nil {
+		return plan{}, missMalformed
+	}
+	coding := ""
+	for _, e := range encode.AcceptedEncodings(r, h.Encodings) {
+		if h.offers(e) {
+			coding = e
+			break
+		}
+	}
+	if coding == "" {
+		return plan{}, missEncoding
+	}
+	d, ok := h.store.lookup(origin, hash)
+	if !ok {
+		return plan{}, missUnknown
+	}
+	if !d.match.matches(path) || !destMatches(d.dests, r.Header.Get("Sec-Fetch-Dest")) {
+		return plan{}, missMismatch
+	}
+	if !requestReadable(r) {
+		return plan{}, missCrossOrigin
+	}
+	return plan{dict: d, coding: coding}, ""
+}
+
+// destMatches reports whether a request with Sec-Fetch-Dest dest may use a
+// dictionary marked for dests (RFC 9842, match-dest: an empty list matches
+// every destination). A request without Sec-Fetch-Dest (not a browser)
+// is not refused for it.
+func destMatches(dests []string, dest string) bool {
+	if len(dests) == 0 || dest == "" {
+		return true
+	}
+	for _, d := range dests {
+		if d == dest {
+			return true
+		}
+	}
+	return false
+}
+
+// originOf is the request's origin as the store keys it: scheme, and the
+// Host as the client sent it (with its port), lowercased.
+func originOf(r *http.Request) string {
+	scheme := "http://"
+	if r.TLS != nil {
+		scheme = "https://"
+	}
+	return scheme + strings.ToLower(r.Host)
+}
+
+// stripETagSuffix removes the coding suffix this handler appends to strong
+// ETags from If-None-Match, so that the handlers below recognise their own
+// ETag (as encode does for its codings), and remembers the coding for the
+// 304: the client revalidates the representation it holds, whether or not
+// its dictionary is still here.
+func (rw *responseWriter) stripETagSuffix() {
+	inm := rw.req.Header["If-None-Match"]
+	if len(inm) == 0 {
+		return
+	}
+	joined := strings.Join(inm, ", ")
+	stripped := joined
+	for _, c := range []string{codingDCZ, codingDCB} {
+		if s := strings.ReplaceAll(stripped, "-"+c+`"`, `"`); s != stripped {
+			stripped = s
+			if rw.notModifiedCoding == "" {
+				rw.notModifiedCoding = c
+			}
+		}
+	}
+	if stripped != joined {
+		rw.req.Header["If-None-Match"] = []string{stripped}
+	}
+}

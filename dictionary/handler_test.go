@@ -1,0 +1,397 @@
+package dictionary
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// provision returns h provisioned and validated, or fails the test.
+func provision(t testing.TB, h *Handler) *Handler {
+	t.Helper()
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	if err := h.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Cleanup() })
+	return h
+}
+
+// browserRequest is a same-origin script fetch as Chromium sends it.
+func browserRequest(host, path string, header ...string) *http.Request {
+	r := httptest.NewRequest(http.MethodGet, "http://"+host+path, nil)
+	r.Header.Set("Accept-Encoding", "gzip, deflate, br, zstd, dcb, dcz")
+	r.Header.Set("Sec-Fetch-Site", "same-origin")
+	r.Header.Set("Sec-Fetch-Mode", "no-cors")
+	r.Header.Set("Sec-Fetch-Dest", "script")
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i+1] == "" {
+			r.Header.Del(header[i])
+		} else {
+			r.Header.Set(header[i], header[i+1])
+		}
+	}
+	// Caddy's server puts the request as received in the context.
+	return r.WithContext(context.WithValue(r.Context(), caddyhttp.OriginalRequestCtxKey, *r))
+}
+
+// file answers body with the given headers (pairs), as a static origin does.
+func file(body []byte, header ...string) caddyhttp.Handler {
+	return caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "text/javascript")
+		w.Header().Set("Etag", fmt.Sprintf(`"%x"`, sha256.Sum256(body)))
+		for i := 0; i+1 < len(header); i += 2 {
+			w.Header().Set(header[i], header[i+1])
+		}
+		if inm := r.Header.Get("If-None-Match"); inm != "" && inm == w.Header().Get("Etag") {
+			w.WriteHeader(http.StatusNotModified)
+			return nil
+		}
+		_, err := w.Write(body)
+		return err
+	})
+}
+
+func serve(t testing.TB, h *Handler, r *http.Request, next caddyhttp.Handler) *http.Response {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	if err := h.ServeHTTP(rec, r, next); err != nil {
+		t.Fatal(err)
+	}
+	return rec.Result()
+}
+
+func readBody(t testing.TB, resp *http.Response) []byte {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func counter(c prometheus.Counter) float64 { return testutil.ToFloat64(c) }
+
+func appHandler(t testing.TB) *Handler {
+	return provision(t, &Handler{Match: "/assets/app.*.js", MatchDest: []string{"script"}})
+}
+
+func TestMarkThenDelta(t *testing.T) {
+	h := appHandler(t)
+	v1, v2 := sampleVersions(t)
+	resp := serve(t, h, browserRequest("a.test", "/assets/app.1.js"), file(v1))
+	if got, want := resp.Header.Get("Use-As-Dictionary"), `match="/assets/app.*.js", match-dest=("script")`; got != want {
+		t.Fatalf("Use-As-Dictionary = %q, want %q", got, want)
+	}
+	if !bytes.Equal(readBody(t, resp), v1) {
+		t.Fatal("the marked response's body changed")
+	}
+	if n, _ := h.store.stats(); n != 1 {
+		t.Fatalf("store holds %d dictionaries, want 1", n)
+	}
+	hash := sha256.Sum256(v1)
+	for _, coding := range []string{codingDCZ, codingDCB} {
+		hits := counter(metrics.hitBy[coding])
+		req := browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", formatAvailableDictionary(hash),
+			"Accept-Encoding", "gzip, br, "+coding)
+		resp = serve(t, h, req, file(v2))
+		if ce := resp.Header.Get("Content-Encoding"); ce != coding {
+			t.Fatalf("Content-Encoding = %q, want %s", ce, coding)
+		}
+		if vary := strings.Join(resp.Header.Values("Vary"), ", "); !strings.Contains(vary, "Accept-Encoding") || !strings.Contains(vary, "Available-Dictionary") {
+			t.Fatalf("Vary = %q, want Accept-Encoding and Available-Dictionary", vary)
+		}
+		if etag := resp.Header.Get("Etag"); !strings.HasSuffix(etag, "-"+coding+`"`) {
+			t.Errorf("ETag %s does not name the coding", etag)
+		}
+		if resp.Header.Get("Content-Length") != "" {
+			t.Error("Content-Length of the identity body kept")
+		}
+		body := readBody(t, resp)
+		got, err := decodeDelta(coding, v1, body)
+		if err != nil || !bytes.Equal(got, v2) {
+			t.Fatalf("%s body does not decode to version 2: %v", coding, err)
+		}
+		if len(body) > len(v2)/5 {
+			t.Errorf("%s: %d bytes for %d", coding, len(body), len(v2))
+		}
+		if counter(metrics.hitBy[coding]) != hits+1 {
+			t.Errorf("%s hit not counted", coding)
+		}
+		// Version 2 is marked too: the next deploy is compressed against it.
+		if resp.Header.Get("Use-As-Dictionary") == "" {
+			t.Error("the dictionary-compressed response is not marked")
+		}
+	}
+	if n, _ := h.store.stats(); n != 2 {
+		t.Fatalf("store holds %d dictionaries, want 2 (both versions)", n)
+	}
+}
+
+// missCase sends version 2 with a dictionary and checks it is not
+// dictionary-compressed, and which miss is counted.
+func missCase(t *testing.T, h *Handler, reason string, req *http.Request, next caddyhttp.Handler) *http.Response {
+	t.Helper()
+	before := counter(metrics.missBy[reason])
+	resp := serve(t, h, req, next)
+	if ce := resp.Header.Get("Content-Encoding"); ce == codingDCZ || ce == codingDCB {
+		t.Fatalf("%s: got Content-Encoding %s", reason, ce)
+	}
+	if got := counter(metrics.missBy[reason]); got != before+1 {
+		t.Errorf("misses_total{reason=%q} went from %v to %v, want +1", reason, before, got)
+	}
+	return resp
+}
+
+func TestMisses(t *testing.T) {
+	h := appHandler(t)
+	v1, v2 := sampleVersions(t)
+	serve(t, h, browserRequest("a.test", "/assets/app.1.js"), file(v1))
+	avail := formatAvailableDictionary(sha256.Sum256(v1))
+
+	// Another host never gets a delta against a.test's dictionary.
+	resp := missCase(t, h, missUnknown, browserRequest("b.test", "/assets/app.2.js", "Available-Dictionary", avail), file(v2))
+	if !bytes.Equal(readBody(t, resp), v2) {
+		t.Fatal("other host: body changed")
+	}
+	// Same host over https is another origin.
+	r := browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail)
+	r.TLS = new(tls.ConnectionState)
+	missCase(t, h, missUnknown, r, file(v2))
+	missCase(t, h, missUnknown, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", formatAvailableDictionary(sha256.Sum256(v2[:100]))), file(v2))
+	missCase(t, h, missMalformed, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", "abc"), file(v2))
+	missCase(t, h, missEncoding, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail, "Accept-Encoding", "gzip, br, dcz;q=0"), file(v2))
+	missCase(t, h, missMismatch, browserRequest("a.test", "/other/app.2.js", "Available-Dictionary", avail), file(v2))
+	missCase(t, h, missMismatch, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail, "Sec-Fetch-Dest", "style"), file(v2))
+	// Cross-origin no-cors: the response is opaque to the page.
+	missCase(t, h, missCrossOrigin, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail, "Sec-Fetch-Site", "cross-site"), file(v2))
+	// Cross-origin CORS without Access-Control-Allow-Origin.
+	missCase(t, h, missCrossOrigin, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail, "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "cors", "Origin", "https://evil.test"), file(v2))
+	// Not eligible: error status, a body already encoded, no-transform, HEAD.
+	missCase(t, h, missIneligible, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail), caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		w.WriteHeader(http.StatusNotFound)
+		_, err := w.Write(v2)
+		return err
+	}))
+	missCase(t, h, missIneligible, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail), file(v2, "Content-Encoding", "gzip"))
+	missCase(t, h, missIneligible, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail), file(v2, "Cache-Control", "no-transform"))
+	head := browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail)
+	head.Method = http.MethodHead
+	missCase(t, h, missIneligible, head, file(v2))
+
+	// CORS with Access-Control-Allow-Origin matching: readable, so compressed.
+	resp = serve(t, h, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail, "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "cors", "Origin", "https://app.test"),
+		file(v2, "Access-Control-Allow-Origin", "https://app.test"))
+	if resp.Header.Get("Content-Encoding") != codingDCZ {
+		t.Fatal("readable CORS response not compressed against the dictionary")
+	}
+}
+
+func TestMarkingRules(t *testing.T) {
+	v1, _ := sampleVersions(t)
+	for _, tc := range []struct {
+		name   string
+		req    *http.Request
+		next   caddyhttp.Handler
+		marked bool
+	}{
+		{"plain", browserRequest("a.test", "/assets/app.1.js"), file(v1), true},
+		{"other path", browserRequest("a.test", "/assets/vendor.js"), file(v1), false},
+		{"no-store", browserRequest("a.test", "/assets/app.1.js"), file(v1, "Cache-Control", "public, no-store"), false},
+		{"Set-Cookie", browserRequest("a.test", "/assets/app.1.js"), file(v1, "Set-Cookie", "s=1"), false},
+		{"already encoded", browserRequest("a.test", "/assets/app.1.js"), file(v1, "Content-Encoding", "br"), false},
+		{"too large", browserRequest("a.test", "/assets/app.1.js"), file(v1, "Content-Length", strconv.Itoa(DefaultMaxSize+1)), false},
+		{"cross-site no-cors", browserRequest("a.test", "/assets/app.1.js", "Sec-Fetch-Site", "cross-site"), file(v1), false},
+		{"same-site no-cors", browserRequest("a.test", "/assets/app.1.js", "Sec-Fetch-Site", "same-site"), file(v1), false},
+		{"Authorization", browserRequest("a.test", "/assets/app.1.js", "Authorization", "Bearer x"), file(v1), false},
+		{"tiny", browserRequest("a.test", "/assets/app.1.js"), file([]byte("x"), "Content-Length", "1"), false},
+		{"cross-site cors allowed", browserRequest("a.test", "/assets/app.1.js", "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "cors", "Origin", "https://x.test"), file(v1, "Access-Control-Allow-Origin", "*"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := appHandler(t)
+			resp := serve(t, h, tc.req, tc.next)
+			marked := resp.Header.Get("Use-As-Dictionary") != ""
+			n, _ := h.store.stats()
+			if marked != tc.marked || (n == 1) != tc.marked {
+				t.Fatalf("marked %v, stored %d; want marked and stored: %v", marked, n, tc.marked)
+			}
+		})
+	}
+}
+
+// TestUnknownLengthOverMaxSize: a body of unknown length that turns out
+// larger than max_size is marked (the header left first) but not stored,
+// and its capture is given back to the budget.
+func TestUnknownLengthOverMaxSize(t *testing.T) {
+	h := provision(t, &Handler{Match: "/a*", MaxSize: 1 << 10, StoreSize: 1 << 20})
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<7) // 2 KiB
+	resp := serve(t, h, browserRequest("a.test", "/a"), file(big))
+	if !bytes.Equal(readBody(t, resp), big) {
+		t.Fatal("body changed")
+	}
+	if n, _ := h.store.stats(); n != 0 {
+		t.Fatalf("stored a %d-byte body over max_size", len(big))
+	}
+	if left := h.store.captureBudget.Load(); left != 1<<20 {
+		t.Fatalf("capture budget %d after the response, want all of it back (%d)", left, 1<<20)
+	}
+}
+
+func TestDeltaCache(t *testing.T) {
+	h := appHandler(t)
+	v1, v2 := sampleVersions(t)
+	serve(t, h, browserRequest("a.test", "/assets/app.1.js"), file(v1))
+	avail := formatAvailableDictionary(sha256.Sum256(v1))
+	first := readBody(t, serve(t, h, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail), file(v2)))
+	hits := counter(metrics.deltaHits)
+	resp := serve(t, h, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail), file(v2))
+	second := readBody(t, resp)
+	if counter(metrics.deltaHits) != hits+1 {
+		t.Fatal("second identical request not served from the delta cache")
+	}
+	if !bytes.Equal(first, second) || resp.Header.Get("Content-Encoding") != codingDCZ {
+		t.Fatal("delta cache served other bytes")
+	}
+	if resp.Header.Get("Content-Length") != strconv.Itoa(len(second)) {
+		t.Errorf("Content-Length %q, want %d", resp.Header.Get("Content-Length"), len(second))
+	}
+	// Another ETag (another version at the same URL) is compressed anew.
+	v3 := append(bytes.Clone(v2), "/*v3*/"...)
+	got, err := decodeDelta(codingDCZ, v1, readBody(t, serve(t, h, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail), file(v3))))
+	if err != nil || !bytes.Equal(got, v3) {
+		t.Fatal("new ETag got the cached delta of the old one")
+	}
+}
+
+// TestNotModified: a conditional request naming the coded ETag reaches the
+// origin with its own ETag, and the 304 carries the coded one and Vary.
+func TestNotModified(t *testing.T) {
+	h := appHandler(t)
+	v1, v2 := sampleVersions(t)
+	serve(t, h, browserRequest("a.test", "/assets/app.1.js"), file(v1))
+	avail := formatAvailableDictionary(sha256.Sum256(v1))
+	resp := serve(t, h, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail), file(v2))
+	etag := resp.Header.Get("Etag")
+	resp = serve(t, h, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail, "If-None-Match", etag), file(v2))
+	if resp.StatusCode != http.StatusNotModified || resp.Header.Get("Etag") != etag {
+		t.Fatalf("status %d, ETag %s; want 304 with %s", resp.StatusCode, resp.Header.Get("Etag"), etag)
+	}
+	if vary := strings.Join(resp.Header.Values("Vary"), ", "); !strings.Contains(vary, "Available-Dictionary") {
+		t.Errorf("304 Vary = %q", vary)
+	}
+	// The dictionary gone (a request naming another one), the client still
+	// revalidates what it holds: 304 with the ETag it named.
+	resp = serve(t, h, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", formatAvailableDictionary(sha256.Sum256([]byte("gone"))), "If-None-Match", etag), file(v2))
+	if resp.StatusCode != http.StatusNotModified || resp.Header.Get("Etag") != etag {
+		t.Fatalf("without the dictionary: status %d, ETag %s; want 304 with %s", resp.StatusCode, resp.Header.Get("Etag"), etag)
+	}
+}
+
+// TestConcurrentDeltas compresses against one dictionary from many
+// goroutines (with -race: pooled encoders are never shared).
+func TestConcurrentDeltas(t *testing.T) {
+	h := provision(t, &Handler{Match: "/assets/app.*.js", DeltaCacheSize: DeltaCacheOff})
+	v1, v2 := sampleVersions(t)
+	serve(t, h, browserRequest("a.test", "/assets/app.1.js"), file(v1))
+	avail := formatAvailableDictionary(sha256.Sum256(v1))
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Go(func() {
+			coding := []string{codingDCZ, codingDCB}[i%2]
+			body := append(bytes.Clone(v2), fmt.Sprintf("/*%d*/", i)...)
+			rec := httptest.NewRecorder()
+			if err := h.ServeHTTP(rec, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail, "Accept-Encoding", coding), file(body)); err != nil {
+				errs <- err
+				return
+			}
+			got, err := decodeDelta(coding, v1, rec.Body.Bytes())
+			if err != nil || !bytes.Equal(got, body) {
+				errs <- fmt.Errorf("goroutine %d %s: %v", i, coding, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// TestStoreFloodBounded floods the store with distinct dictionaries (as an
+// origin with ever-changing bodies would) and checks that the bytes it
+// counts, and the bytes it holds, stay within store_size.
+func TestStoreFloodBounded(t *testing.T) {
+	const storeSize = 4 << 20
+	h := provision(t, &Handler{Match: "/a/*", MaxSize: 64 << 10, StoreSize: storeSize})
+	body := make([]byte, 48<<10)
+	for i := range 500 {
+		copy(body, fmt.Sprintf("version %d", i))
+		serve(t, h, browserRequest("a.test", fmt.Sprintf("/a/%d.js", i)), file(body))
+		n, size := h.store.stats()
+		if size > storeSize {
+			t.Fatalf("after %d dictionaries the store counts %d bytes, over %d", i+1, size, storeSize)
+		}
+		var held int64
+		h.store.dicts.mu.Lock()
+		for _, e := range h.store.dicts.items {
+			held += int64(cap(e.Value.(*lruEntry[dictKey, *dict]).val.data))
+		}
+		h.store.dicts.mu.Unlock()
+		if held > storeSize {
+			t.Fatalf("the store holds %d bytes of dictionaries in %d entries, over %d", held, n, storeSize)
+		}
+	}
+	// Each 48 KiB dictionary counts ~530 KiB with its Brotli tables.
+	if n, _ := h.store.stats(); n < 6 {
+		t.Fatalf("only %d dictionaries kept of 500: eviction too eager", n)
+	}
+}
+
+// TestStoreKeptAcrossReload: a reload provisions the new config's handlers
+// before it cleans up the old ones; handlers configured alike share the
+// store, so the dictionaries survive, and the store goes with the last one.
+// A handler configured otherwise has a store of its own.
+func TestStoreKeptAcrossReload(t *testing.T) {
+	v1, v2 := sampleVersions(t)
+	avail := formatAvailableDictionary(sha256.Sum256(v1))
+	old := provision(t, &Handler{Match: "/reload/*"})
+	serve(t, old, browserRequest("a.test", "/reload/1.js"), file(v1))
+
+	cur := provision(t, &Handler{Match: "/reload/*"})
+	other := provision(t, &Handler{Match: "/reload/*", StoreSize: 2 * DefaultStoreSize})
+	if err := old.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	if resp := serve(t, cur, browserRequest("a.test", "/reload/2.js", "Available-Dictionary", avail), file(v2)); resp.Header.Get("Content-Encoding") != codingDCZ {
+		t.Fatalf("after the reload: Content-Encoding %q, want dcz", resp.Header.Get("Content-Encoding"))
+	}
+	if resp := serve(t, other, browserRequest("a.test", "/reload/2.js", "Available-Dictionary", avail), file(v2)); resp.Header.Get("Content-Encoding") != "" {
+		t.Fatal("a handler with another store_size used the dictionary of another store")
+	}
+	key := cur.storeKey
+	if err := cur.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := stores.References(key); ok {
+		t.Fatal("the store outlived the last handler using it")
+	}
+}

@@ -1,0 +1,291 @@
+// Package dictionary is the http.handlers.dictionary module: Compression
+// Dictionary Transport (RFC 9842) at the edge. It marks chosen responses
+// as dictionaries (Use-As-Dictionary), keeps their bytes in a store bounded
+// in bytes, and answers a later request that names one of them
+// (Available-Dictionary) with the new response compressed against it:
+// dcz (Zstandard, klauspost/compress) or dcb (Brotli, go-brrr). Every other
+// response is left to Caddy's encode, which the handler sits inside of.
+//
+//	encode br gzip
+//	dictionary /assets/* {
+//	    match /assets/app.*.js
+//	}
+//
+// See docs/dictionary.md for the behaviour, the security rules and figures.
+package dictionary
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/klauspost/compress/zstd"
+	brrr "github.com/molecule-man/go-brrr"
+	"go.uber.org/zap"
+
+	"github.com/caddy-edgekit/edgekit/internal/enum"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+}
+
+// Defaults and bounds.
+const (
+	DefaultMaxSize        = 4 << 20
+	DefaultStoreSize      = 64 << 20
+	DefaultDeltaCacheSize = 16 << 20
+	DefaultDCBQuality     = 5
+	DefaultDCBWindow      = 20
+	// DeltaCacheOff in DeltaCacheSize turns the delta cache off.
+	DeltaCacheOff = -1
+
+	minMaxSize = 1 << 10
+	// maxMaxSize keeps every dictionary within the dcz window a client
+	// must accept (RFC 9842: up to 128 MiB) with room for the response.
+	maxMaxSize   = 64 << 20
+	maxStoreSize = 64 << 30
+	maxDests     = 16
+	maxIDLen     = 1024
+)
+
+// ZstdLevel is the Zstandard encoder level of dcz.
+type ZstdLevel string
+
+// The Zstandard levels klauspost/compress offers.
+const (
+	ZstdFastest ZstdLevel = "fastest"
+	ZstdDefault ZstdLevel = "default"
+	ZstdBetter  ZstdLevel = "better"
+	ZstdBest    ZstdLevel = "best"
+)
+
+var zstdLevels = []ZstdLevel{ZstdFastest, ZstdDefault, ZstdBetter, ZstdBest}
+
+// Handler marks responses as compression dictionaries and compresses later
+// responses against them.
+type Handler struct {
+	// Match is the path pattern sent in Use-As-Dictionary, and the paths
+	// whose responses are marked: "/assets/app.*.js". Only "*" wildcards;
+	// it must start with "/". Required.
+	Match string `json:"match"`
+
+	// MatchDest lists the request destinations (Sec-Fetch-Dest: "script",
+	// "style", …) the dictionary is for; sent as match-dest. Default: any.
+	MatchDest []string `json:"match_dest,omitempty"`
+
+	// ID is sent as the dictionary's id (the browser sends it back in
+	// Dictionary-ID). Default: none.
+	ID string `json:"id,omitempty"`
+
+	// Encodings are the dictionary codings offered, in order of
+	// preference: "dcz", "dcb". Default: dcz then dcb.
+	Encodings []string `json:"encodings,omitempty"`
+
+	// MaxSize is the largest response, in bytes, that is marked and
+	// stored as a dictionary. Default: 4 MiB; at most 64 MiB.
+	MaxSize int64 `json:"max_size,omitempty"`
+
+	// StoreSize bounds the bytes the dictionary store counts (LRU; with
+	// dcb, a dictionary counts its Brotli tables too), and also the bytes
+	// in-flight responses may buffer to become dictionaries. Handlers
+	// configured alike share one store, across reloads. Default: 64 MiB.
+	StoreSize int64 `json:"store_size,omitempty"`
+
+	// DeltaCacheSize bounds the bytes of compressed responses kept to be
+	// sent again for the same dictionary and strong ETag (LRU). Default:
+	// 16 MiB; -1 turns the cache off.
+	DeltaCacheSize int64 `json:"delta_cache_size,omitempty"`
+
+	// ZstdLevel is the dcz encoder level: fastest, default, better or
+	// best. Default: default.
+	ZstdLevel ZstdLevel `json:"zstd_level,omitempty"`
+
+	// DCBQuality is the dcb Brotli quality, 2..11 (compound dictionaries
+	// need 2 or more). Default: 5.
+	DCBQuality int `json:"dcb_quality,omitempty"`
+
+	// DCBWindow is log2 of the dcb Brotli window, 10..24 (RFC 9842 allows
+	// at most 16 MiB). Default: 20 (1 MiB, as `encode br`): references
+	// into the dictionary reach past the window, so a larger one only
+	// helps within responses over 1 MiB; a pooled writer keeps twice it.
+	DCBWindow int `json:"dcb_window,omitempty"`
+
+	match    pattern
+	store    *store
+	storeKey string
+	deltas   *lru[deltaKey, []byte]
+	enc      encoderConfig
+	logger   *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.dictionary",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// Provision sets the defaults and creates the stores.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	if len(h.Encodings) == 0 {
+		h.Encodings = []string{codingDCZ, codingDCB}
+	}
+	for i, e := range h.Encodings {
+		h.Encodings[i] = strings.ToLower(e)
+	}
+	if h.MaxSize == 0 {
+		h.MaxSize = DefaultMaxSize
+	}
+	if h.StoreSize == 0 {
+		h.StoreSize = DefaultStoreSize
+	}
+	if h.DeltaCacheSize == 0 {
+		h.DeltaCacheSize = DefaultDeltaCacheSize
+	}
+	if h.ZstdLevel == "" {
+		h.ZstdLevel = ZstdDefault
+	}
+	if h.DCBQuality == 0 {
+		h.DCBQuality = DefaultDCBQuality
+	}
+	if h.DCBWindow == 0 {
+		h.DCBWindow = DefaultDCBWindow
+	}
+	if err := h.Validate(); err != nil { // before sizing anything by the values
+		return err
+	}
+	h.match = pattern(h.Match)
+	h.enc = encoderConfig{
+		zstdLevel:  zstdLevel(h.ZstdLevel),
+		dcb:        h.offers(codingDCB),
+		dcbQuality: h.DCBQuality,
+		dcbLGWin:   h.DCBWindow,
+	}
+	if h.DeltaCacheSize > 0 {
+		h.deltas = newLRU[deltaKey, []byte](h.DeltaCacheSize, nil)
+	}
+	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return fmt.Errorf("dictionary: registering metrics: %w", err)
+	}
+	// Last, so that nothing can fail once the store is taken (Cleanup
+	// gives it back).
+	h.storeKey = h.storeIdentity()
+	v, _, err := stores.LoadOrNew(h.storeKey, func() (caddy.Destructor, error) {
+		return newStore(h.StoreSize), nil
+	})
+	if err != nil {
+		return fmt.Errorf("dictionary: store: %w", err)
+	}
+	h.store = v.(*store)
+	return nil
+}
+
+// stores holds the dictionary stores of every loaded config, by what
+// shapes them: a config reload (which provisions new handlers before it
+// cleans up the old ones) keeps the dictionaries browsers hold, and
+// handlers configured alike share one store. A store goes when the last
+// handler using it is cleaned up.
+var stores = caddy.NewUsagePool()
+
+// storeIdentity is the key of h's store in stores: everything that decides
+// what a stored dictionary is and how it is compressed against.
+func (h *Handler) storeIdentity() string {
+	b, _ := json.Marshal([]any{h.Match, h.MatchDest, h.Encodings, h.MaxSize, h.StoreSize, h.ZstdLevel, h.DCBQuality, h.DCBWindow})
+	return string(b)
+}
+
+// Validate refuses a configuration that makes no sense.
+func (h *Handler) Validate() error {
+	if err := checkPattern(h.Match); err != nil {
+		return fmt.Errorf("dictionary: %w", err)
+	}
+	if len(h.MatchDest) > maxDests {
+		return fmt.Errorf("dictionary: match_dest: %d destinations, at most %d", len(h.MatchDest), maxDests)
+	}
+	for _, d := range h.MatchDest {
+		if err := checkToken("match_dest", d, 64); err != nil {
+			return fmt.Errorf("dictionary: %w (a Sec-Fetch-Dest value such as script or style)", err)
+		}
+	}
+	if h.ID != "" {
+		if err := checkToken("id", h.ID, maxIDLen); err != nil {
+			return fmt.Errorf("dictionary: %w", err)
+		}
+	}
+	if len(h.Encodings) == 0 || len(h.Encodings) > 2 {
+		return fmt.Errorf("dictionary: encodings: want dcz, dcb or both, in order of preference")
+	}
+	for i, e := range h.Encodings {
+		if e != codingDCZ && e != codingDCB {
+			return fmt.Errorf("dictionary: encodings: %q: must be dcz or dcb", e)
+		}
+		if i > 0 && h.Encodings[0] == e {
+			return fmt.Errorf("dictionary: encodings: %s listed twice", e)
+		}
+	}
+	if h.MaxSize < minMaxSize || h.MaxSize > maxMaxSize {
+		return fmt.Errorf("dictionary: max_size %d: must be %d..%d bytes (1KiB..64MiB)", h.MaxSize, minMaxSize, maxMaxSize)
+	}
+	if need := dictCost(int(h.MaxSize), h.offers(codingDCB)) + 1024; h.StoreSize < need || h.StoreSize > maxStoreSize {
+		return fmt.Errorf("dictionary: store_size %d: must hold one dictionary of max_size (%d): at least %d bytes (with dcb, the Brotli tables count 320KiB + 3.2 bytes per byte), at most 64GiB", h.StoreSize, h.MaxSize, need)
+	}
+	if h.DeltaCacheSize < DeltaCacheOff || h.DeltaCacheSize > maxStoreSize {
+		return fmt.Errorf("dictionary: delta_cache_size %d: must be a size up to 64GiB, or off", h.DeltaCacheSize)
+	}
+	if _, err := enum.Parse(string(h.ZstdLevel), zstdLevels...); err != nil {
+		return fmt.Errorf("dictionary: zstd_level %w", err)
+	}
+	if h.DCBQuality < 2 || h.DCBQuality > brrr.BestCompression {
+		return fmt.Errorf("dictionary: dcb_quality %d: must be 2..11 (Brotli compound dictionaries need 2 or more; default %d)", h.DCBQuality, DefaultDCBQuality)
+	}
+	if h.DCBWindow < 10 || h.DCBWindow > dcbMaxLGWin {
+		return fmt.Errorf("dictionary: dcb_window %d: must be 10..24 (log2 of bytes; RFC 9842 allows at most 16 MiB; default %d)", h.DCBWindow, DefaultDCBWindow)
+	}
+	return nil
+}
+
+// Cleanup gives the store back; the last handler using it drops it.
+func (h *Handler) Cleanup() error {
+	if h.store != nil {
+		h.store = nil
+		if _, err := stores.Delete(h.storeKey); err != nil {
+			return fmt.Errorf("dictionary: dropping the store: %w", err)
+		}
+	}
+	return nil
+}
+
+// offers reports whether coding is among the handler's encodings.
+func (h *Handler) offers(coding string) bool {
+	for _, e := range h.Encodings {
+		if e == coding {
+			return true
+		}
+	}
+	return false
+}
+
+func zstdLevel(l ZstdLevel) zstd.EncoderLevel {
+	switch l {
+	case ZstdFastest:
+		return zstd.SpeedFastest
+	case ZstdBetter:
+		return zstd.SpeedBetterCompression
+	case ZstdBest:
+		return zstd.SpeedBestCompression
+	}
+	return zstd.SpeedDefault
+}
+
+// Interface guards.
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

@@ -1,0 +1,378 @@
+package dictionary
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+)
+
+// What the writer does with the body of the current response.
+type mode uint8
+
+const (
+	passThrough mode = iota // untouched (encode below may compress it)
+	compressing             // through a dictionary encoder
+	fromCache               // the delta cache had it: the body is discarded
+)
+
+// responseWriter decides at WriteHeader whether the response is marked
+// (and its body captured for the store) and whether it is compressed
+// against the planned dictionary, then routes every way a handler writes
+// a body (Write, ReadFrom, Flush) accordingly.
+type responseWriter struct {
+	*caddyhttp.ResponseWriterWrapper
+	h      *Handler
+	req    *http.Request
+	origin string
+	path   string
+	uri    string
+
+	plan plan
+	mark bool // the request's path matches h.Match: mark an eligible response
+
+	wroteHeader       bool
+	mode              mode
+	notModifiedCoding string // the coding suffix If-None-Match named, if any
+	writeErr          error
+
+	// compressing
+	enc      deltaEncoder
+	sent     countingWriter // what the encoder wrote, counted
+	identity int64          // bytes given to the encoder
+	deltaKey deltaKey
+	delta    *capture // the compressed body, for the delta cache
+
+	// marking
+	body     *capture // the identity body, for the store
+	reserved int64    // capture budget taken from the store
+	res      resourceKey
+}
+
+// WriteHeader decides what happens to the body.
+func (rw *responseWriter) WriteHeader(status int) {
+	if rw.wroteHeader {
+		return
+	}
+	if status >= 100 && status <= 199 && status != http.StatusSwitchingProtocols {
+		rw.ResponseWriter.WriteHeader(status)
+		return
+	}
+	rw.wroteHeader = true
+	hdr := rw.Header()
+	eligible := status == http.StatusOK && identityCoding(hdr) &&
+		!hasToken(hdr["Cache-Control"], "no-transform") && len(hdr["Content-Range"]) == 0
+	// A body known to be tiny is not worth the dictionary header.
+	tiny := false
+	if n, err := strconv.ParseInt(hdr.Get("Content-Length"), 10, 64); err == nil && n < minDictSize {
+		tiny = true
+	}
+
+	if status == http.StatusNotModified {
+		if rw.plan.dict != nil || rw.mark {
+			addVary(hdr, "Accept-Encoding", "Available-Dictionary")
+		}
+		if rw.notModifiedCoding != "" {
+			if etag := hdr.Get("Etag"); isStrongETag(etag) {
+				hdr.Set("Etag", codedETag(etag, rw.notModifiedCoding))
+			}
+		}
+		rw.ResponseWriter.WriteHeader(status)
+		return
+	}
+	if eligible && (rw.plan.dict != nil || rw.mark) {
+		// Another request (naming another dictionary, or none) would
+		// get other bytes: caches must tell them apart.
+		addVary(hdr, "Accept-Encoding", "Available-Dictionary")
+	}
+	readable := responseReadable(rw.req, hdr)
+	if rw.mark && eligible && readable {
+		rw.startMark(hdr)
+	}
+	if rw.plan.dict != nil {
+		switch {
+		case !eligible || tiny:
+			metrics.missBy[missIneligible].Inc()
+		case !readable:
+			metrics.missBy[missCrossOrigin].Inc()
+		default:
+			if rw.startDelta(hdr, status) {
+				return
+			}
+			metrics.missBy[missIneligible].Inc()
+		}
+	}
+	rw.ResponseWriter.WriteHeader(status)
+}
+
+// startMark marks the response as a dictionary and captures its body for
+// the store, unless it must not become one (RFC 9842 security considerations: no-store,
+// Set-Cookie), is too large, or the capture budget is spent.
+func (rw *responseWriter) startMark(hdr http.Header) {
+	if hasToken(hdr["Cache-Control"], "no-store") || len(hdr["Set-Cookie"]) > 0 {
+		return
+	}
+	limit := rw.h.MaxSize
+	if cl := hdr.Get("Content-Length"); cl != "" {
+		n, err := strconv.ParseInt(cl, 10, 64)
+		if err != nil || n < minDictSize || n > rw.h.MaxSize {
+			return
+		}
+		limit = n
+	}
+	if etag := hdr.Get("Etag"); isStrongETag(etag) {
+		rw.res = resourceKey{rw.origin, rw.path, etag}
+		if rw.h.store.known(rw.res) {
+			rw.setUseAsDictionary(hdr)
+			return // stored already: mark without capturing again
+		}
+	}
+	if !rw.h.store.reserve(limit) {
+		return // other responses hold the budget: not marked, so never asked for
+	}
+	rw.reserved = limit
+	rw.body = newCapture(limit)
+	rw.setUseAsDictionary(hdr)
+}
+
+func (rw *responseWriter) setUseAsDictionary(hdr http.Header) {
+	hdr.Set("Use-As-Dictionary", useAsDictionary(rw.h.Match, rw.h.MatchDest, rw.h.ID))
+	metrics.marked.Inc()
+}
+
+// startDelta sends the header of a dictionary-compressed response and
+// readies its body: from the delta cache, or through a pooled encoder. It
+// reports false, having changed nothing, when no encoder can be had.
+func (rw *responseWriter) startDelta(hdr http.Header, status int) bool {
+	coding, d := rw.plan.coding, rw.plan.dict
+	etag := hdr.Get("Etag")
+	strong := isStrongETag(etag)
+	var cached []byte
+	if strong && rw.h.deltas != nil {
+		rw.deltaKey = deltaKey{rw.origin, rw.uri, d.key.hash, etag, coding}
+		cached, _ = rw.h.deltas.get(rw.deltaKey)
+	}
+	if cached == nil {
+		enc, err := d.encoders.acquire(coding)
+		if err != nil {
+			rw.h.logger.Error("preparing a dictionary encoder; sending the response without the dictionary",
+				zap.String("coding", coding), zap.Error(err))
+			return false
+		}
+		rw.enc = enc
+	}
+	hdr.Del("Content-Length")
+	hdr.Del("Accept-Ranges")
+	hdr.Set("Content-Encoding", coding)
+	if strong {
+		hdr.Set("Etag", codedETag(etag, coding))
+	} else {
+		hdr.Del("Etag") // a weak ETag may stand for other bytes, and so another delta
+	}
+	metrics.hitBy[coding].Inc()
+	if cached != nil {
+		metrics.deltaHits.Inc()
+		rw.mode = fromCache
+		hdr.Set("Content-Length", strconv.Itoa(len(cached)))
+		rw.ResponseWriter.WriteHeader(status)
+		_, rw.writeErr = rw.ResponseWriter.Write(cached)
+		rw.sent.n = int64(len(cached))
+		return true
+	}
+	if strong && rw.h.deltas != nil {
+		// A delta worth caching is small; a larger one is sent without
+		// being kept, so that concurrent responses hold little each.
+		rw.delta = newCapture(min(maxCachedDelta, rw.h.DeltaCacheSize/16))
+	}
+	rw.ResponseWriter.WriteHeader(status)
+	rw.mode = compressing
+	rw.sent = countingWriter{w: rw.ResponseWriter, tee: rw.delta}
+	rw.writeErr = d.encoders.start(coding, rw.enc, &rw.sent)
+	return true
+}
+
+// Write routes p according to the decision taken at WriteHeader.
+func (rw *responseWriter) Write(p []byte) (int, error) {
+	if !rw.wroteHeader {
+		rw.WriteHeader(http.StatusOK)
+	}
+	if rw.body != nil {
+		rw.body.Write(p)
+	}
+	switch rw.mode {
+	case compressing:
+		if rw.writeErr != nil {
+			return 0, rw.writeErr
+		}
+		n, err := rw.enc.Write(p)
+		rw.identity += int64(n)
+		if err != nil {
+			rw.writeErr = err
+		}
+		return n, err
+	case fromCache:
+		rw.identity += int64(len(p))
+		return len(p), nil
+	}
+	return rw.ResponseWriter.Write(p)
+}
+
+// writerOnly hides ReadFrom, so that io.Copy uses Write.
+type writerOnly struct{ io.Writer }
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// ReadFrom keeps sendfile for bodies that are neither compressed nor
+// captured (file_server reaches the writer through here).
+func (rw *responseWriter) ReadFrom(r io.Reader) (int64, error) {
+	if !rw.wroteHeader {
+		rw.WriteHeader(http.StatusOK)
+	}
+	if rw.mode == passThrough && rw.body == nil {
+		return rw.ResponseWriterWrapper.ReadFrom(r)
+	}
+	bufp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bufp)
+	return io.CopyBuffer(writerOnly{rw}, r, *bufp)
+}
+
+// Flush implements http.Flusher.
+func (rw *responseWriter) Flush() { _ = rw.FlushError() }
+
+// FlushError sends what the encoder holds, and flushes the connection.
+func (rw *responseWriter) FlushError() error {
+	if !rw.wroteHeader {
+		rw.WriteHeader(http.StatusOK)
+	}
+	if rw.mode == compressing && rw.writeErr == nil {
+		if err := rw.enc.Flush(); err != nil {
+			rw.writeErr = err
+			return err
+		}
+	}
+	//nolint:bodyclose // not a client response
+	return http.NewResponseController(rw.ResponseWriter).Flush()
+}
+
+// finish ends the body, and stores what the response taught: its body
+// as a dictionary, its compressed body in the delta cache. With abort set
+// (the handler chain failed) nothing more is written or stored.
+func (rw *responseWriter) finish(abort bool) error {
+	var err error
+	if rw.mode == compressing && rw.enc != nil {
+		if !abort && rw.writeErr == nil {
+			err = rw.enc.Close()
+		}
+		rw.plan.dict.encoders.put(rw.plan.coding, rw.enc)
+		rw.enc = nil
+	}
+	complete := !abort && err == nil && rw.writeErr == nil
+	if rw.mode != passThrough && complete {
+		// A body of a few bytes comes out larger (the 36- or 40-byte
+		// header alone); a counter cannot go down, so only savings count.
+		if saved := rw.identity - rw.sent.n; saved > 0 {
+			metrics.bytesSaved.Add(float64(saved))
+		}
+		if rw.delta != nil && !rw.delta.overflow {
+			b := rw.delta.bytes()
+			rw.h.deltas.add(rw.deltaKey, b, int64(len(b))+deltaOverhead(rw.deltaKey))
+		}
+	}
+	if rw.body != nil {
+		if complete && !rw.body.overflow {
+			rw.h.store.add(rw.origin, rw.body.bytes(), rw.h.match, rw.h.MatchDest, rw.res, rw.h.enc)
+		}
+		rw.body = nil
+	}
+	if rw.reserved > 0 {
+		rw.h.store.release(rw.reserved)
+		rw.reserved = 0
+	}
+	return err
+}
+
+// maxCachedDelta is the largest dictionary-compressed body the delta cache
+// keeps.
+const maxCachedDelta = 256 << 10
+
+// deltaOverhead is what the delta cache counts per entry beyond its bytes.
+func deltaOverhead(k deltaKey) int64 {
+	return int64(len(k.origin)+len(k.uri)+len(k.etag)) + 256
+}
+
+// capture keeps a copy of a body up to a limit; past it, it keeps nothing.
+type capture struct {
+	buf      bytes.Buffer
+	limit    int64
+	overflow bool
+}
+
+func newCapture(limit int64) *capture { return &capture{limit: limit} }
+
+func (c *capture) Write(p []byte) {
+	if c.overflow {
+		return
+	}
+	if int64(c.buf.Len())+int64(len(p)) > c.limit {
+		c.overflow = true
+		c.buf = bytes.Buffer{} // drop it now, not when the response ends
+		return
+	}
+	c.buf.Write(p)
+}
+
+// bytes returns what was captured, in a slice no larger than needed, so
+// that the bytes the caches count are the bytes they hold.
+func (c *capture) bytes() []byte {
+	b := c.buf.Bytes()
+	if cap(b)-len(b) > len(b)/16 {
+		b = bytes.Clone(b)
+	}
+	return b
+}
+
+// countingWriter counts what reaches w, and copies it into tee.
+type countingWriter struct {
+	w   io.Writer
+	tee *capture
+	n   int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	if c.tee != nil {
+		c.tee.Write(p[:n])
+	}
+	return n, err
+}
+
+// identityCoding reports whether a response header names no content coding
+// (or identity): only such bodies are stored or compressed.
+func identityCoding(h http.Header) bool {
+	for _, v := range h["Content-Encoding"] {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// isStrongETag reports whether etag is a strong entity tag ("…").
+func isStrongETag(etag string) bool {
+	return len(etag) >= 2 && etag[0] == '"' && etag[len(etag)-1] == '"'
+}
+
+// codedETag is the strong ETag of the dictionary-compressed form of the
+// response with etag: distinct per coding (RFC 9110 §8.8.3.3), as encode
+// does with its own codings.
+func codedETag(etag, coding string) string {
+	return etag[:len(etag)-1] + "-" + coding + `"`
+}

@@ -1,0 +1,234 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// requireChromiumEnv makes a missing chromium a failure instead of a skip
+// (CI sets it and installs Debian's chromium).
+const requireChromiumEnv = "EDGEKIT_REQUIRE_CHROMIUM"
+
+// chromiumPath returns Debian's chromium, or skips (fails with
+// EDGEKIT_REQUIRE_CHROMIUM=1) when it is not installed.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv(requireChromiumEnv) != "" {
+			t.Fatalf("chromium not installed and %s is set (apt-get install chromium)", requireChromiumEnv)
+		}
+		t.Skip("chromium not installed (apt-get install chromium); CI sets " + requireChromiumEnv)
+	}
+	return path
+}
+
+// intermediateSPKI is the base64 SHA-256 of the SubjectPublicKeyInfo of the
+// Caddy's local intermediate CA, which signs its `tls internal` leaves: what
+// Chromium's --ignore-certificate-errors-spki-list takes. Chromium keeps
+// compression dictionaries only from a connection it trusts, and
+// --ignore-certificate-errors does not count as such.
+func intermediateSPKI(t *testing.T, c *Caddy) string {
+	t.Helper()
+	pemBytes, err := os.ReadFile(filepath.Join(c.Dir, "storage", "pki", "authorities", "local", "intermediate.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(pemBytes)
+	if block == nil {
+		t.Fatal("intermediate.crt: no PEM block")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	return base64.StdEncoding.EncodeToString(sum[:])
+}
+
+// accessEntry is the part of a Caddy access log line the test reads.
+type accessEntry struct {
+	Request struct {
+		URI     string              `json:"uri"`
+		Proto   string              `json:"proto"`
+		Headers map[string][]string `json:"headers"`
+	} `json:"request"`
+	Status      int                 `json:"status"`
+	Size        int                 `json:"size"`
+	RespHeaders map[string][]string `json:"resp_headers"`
+}
+
+func readAccessLog(t *testing.T, path string) []accessEntry {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var entries []accessEntry
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e accessEntry
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Request.URI != "" {
+			entries = append(entries, e)
+		}
+	}
+	return entries
+}
+
+// TestDictionaryChromium: Debian's headless Chromium loads a page with
+// version 1 of a script from a `tls internal` Caddy (its intermediate
+// pinned by SPKI), then, once that page has run it, loads version 2 of the
+// script. The access log must show version 2 sent as dcz or dcb, to a
+// request naming version 1's dictionary, and the page must have run
+// version 2 (Chromium decoded the delta itself: an independent decoder).
+//
+// It runs once per coding (the handler offering only that one), so that
+// Chromium's own decoders check both: its zstd for dcz, and for dcb its
+// Brotli, the one independent decoder of go-brrr's compound dictionaries
+// here; and dcz once more over HTTP/3 (QUIC forced for the origin).
+func TestDictionaryChromium(t *testing.T) {
+	chromium := chromiumPath(t)
+	for _, tc := range []struct{ name, coding, proto string }{
+		{"dcz-h2", "dcz", "HTTP/2.0"},
+		{"dcb-h2", "dcb", "HTTP/2.0"},
+		{"dcz-h3", "dcz", "HTTP/3.0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dictionaryChromium(t, chromium, tc.coding, tc.proto)
+		})
+	}
+}
+
+func dictionaryChromium(t *testing.T, chromium, coding, proto string) {
+	root := t.TempDir()
+	assets := filepath.Join(root, "assets")
+	if err := os.Mkdir(assets, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	base, _ := dictionaryVersions(t, t.TempDir())
+	// Each version records itself before the library code (which, without
+	// React loaded, throws: harmless, the marker is set first).
+	v1 := append([]byte(`document.documentElement.dataset.v1="ran";`+"\n"), base...)
+	v2 := append([]byte(`document.documentElement.dataset.v2="ran";`+"\n"), base...)
+	// Release 2's edits start lines, so that they stay comments wherever
+	// they fall in the minified code.
+	for i := 1; i < 6; i++ {
+		at := bytes.IndexByte(v2[len(v2)*i/6:], '\n')
+		if at < 0 {
+			break
+		}
+		at += len(v2)*i/6 + 1
+		v2 = append(v2[:at:at], append(fmt.Appendf(nil, "/*release 2, edit %d*/", i), v2[at:]...)...)
+	}
+	page := `<!doctype html><html><head><title>dictionary</title></head><body>
+<script src="/assets/app.1.js"></script>
+<script>
+addEventListener("load", () => setTimeout(() => {
+	const s = document.createElement("script");
+	s.src = "/assets/app.2.js";
+	s.onload = () => { document.documentElement.dataset.done = "1"; };
+	s.onerror = () => { document.documentElement.dataset.done = "error"; };
+	document.body.appendChild(s);
+}, 1500));
+</script>
+</body></html>`
+	for name, b := range map[string][]byte{"assets/app.1.js": v1, "assets/app.2.js": v2, "index.html": []byte(page)} {
+		if err := os.WriteFile(filepath.Join(root, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	accessLog := filepath.Join(t.TempDir(), "access.log")
+	c := StartCaddy(t, `
+https://localhost:{$HTTPS_PORT} {
+	tls internal
+	log {
+		output file `+accessLog+`
+		format json
+	}
+	encode br gzip
+	header /assets/* Cache-Control "public, max-age=3600"
+	dictionary /assets/* {
+		match /assets/app.*.js
+		match_dest script
+		encodings `+coding+`
+	}
+	root * `+root+`
+	file_server
+}`)
+	c.WaitHTTPS(t)
+	spki := intermediateSPKI(t, c)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	args := []string{
+		"--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir=" + t.TempDir(),
+		"--ignore-certificate-errors-spki-list=" + spki,
+		"--host-resolver-rules=MAP localhost " + c.Host,
+		"--virtual-time-budget=15000", "--enable-logging=stderr", "--v=0",
+	}
+	if proto == "HTTP/3.0" {
+		args = append(args, "--enable-quic", fmt.Sprintf("--origin-to-force-quic-on=localhost:%d", c.HTTPSPort))
+	}
+	args = append(args, "--dump-dom", c.HTTPSURL("/"))
+	cmd := exec.CommandContext(ctx, chromium, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	dom, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium: %v\n%s", err, stderr.String())
+	}
+	entries := readAccessLog(t, accessLog)
+	var first, second *accessEntry
+	for i := range entries {
+		switch entries[i].Request.URI {
+		case "/assets/app.1.js":
+			first = &entries[i]
+		case "/assets/app.2.js":
+			second = &entries[i]
+		}
+	}
+	if first == nil || second == nil {
+		t.Fatalf("access log lacks the requests for app.1.js or app.2.js:\n%+v\nDOM: %s\nchromium: %s", entries, dom, stderr.String())
+	}
+	t.Logf("app.1.js: %s %v, %d bytes; app.2.js: %s %v, %d bytes; app.2.js request Accept-Encoding %v, Available-Dictionary %v",
+		first.Request.Proto, first.RespHeaders["Content-Encoding"], first.Size,
+		second.Request.Proto, second.RespHeaders["Content-Encoding"], second.Size,
+		second.Request.Headers["Accept-Encoding"], second.Request.Headers["Available-Dictionary"])
+	if got := first.RespHeaders["Use-As-Dictionary"]; len(got) == 0 {
+		t.Errorf("app.1.js was not marked: %v", first.RespHeaders)
+	}
+	if want := availableDictionary(v1); strings.Join(second.Request.Headers["Available-Dictionary"], "") != want {
+		t.Fatalf("Chromium did not name version 1 (%s) in Available-Dictionary: %v", want, second.Request.Headers)
+	}
+	if first.Request.Proto != proto || second.Request.Proto != proto {
+		t.Errorf("Chromium spoke %s and %s, want %s", first.Request.Proto, second.Request.Proto, proto)
+	}
+	if ce := strings.Join(second.RespHeaders["Content-Encoding"], ""); ce != coding {
+		t.Fatalf("app.2.js went out as %q, want %s", ce, coding)
+	}
+	if second.Size > len(v2)/10 {
+		t.Errorf("app.2.js: %d bytes on the wire for %d", second.Size, len(v2))
+	}
+	for _, marker := range []string{`data-v1="ran"`, `data-v2="ran"`, `data-done="1"`} {
+		if !bytes.Contains(dom, []byte(marker)) {
+			t.Errorf("the page lacks %s: version 2 did not run after being decoded by Chromium\nchromium: %s\nDOM: %.300s", marker, grepLines(stderr.String(), "CONSOLE"), bytes.TrimPrefix(dom, []byte("<!DOCTYPE html>\n")))
+		}
+	}
+}
