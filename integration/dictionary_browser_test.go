@@ -16,25 +16,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-edgekit/edgekit/internal/testchromium"
 )
-
-// requireChromiumEnv makes a missing chromium a failure instead of a skip
-// (CI sets it and installs Debian's chromium).
-const requireChromiumEnv = "EDGEKIT_REQUIRE_CHROMIUM"
-
-// chromiumPath returns Debian's chromium, or skips (fails with
-// EDGEKIT_REQUIRE_CHROMIUM=1) when it is not installed.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv(requireChromiumEnv) != "" {
-			t.Fatalf("chromium not installed and %s is set (apt-get install chromium)", requireChromiumEnv)
-		}
-		t.Skip("chromium not installed (apt-get install chromium); CI sets " + requireChromiumEnv)
-	}
-	return path
-}
 
 // intermediateSPKI is the base64 SHA-256 of the SubjectPublicKeyInfo of the
 // Caddy's local intermediate CA, which signs its `tls internal` leaves: what
@@ -102,7 +86,7 @@ func readAccessLog(t *testing.T, path string) []accessEntry {
 // Brotli, the one independent decoder of go-brrr's compound dictionaries
 // here; and dcz once more over HTTP/3 (QUIC forced for the origin).
 func TestDictionaryChromium(t *testing.T) {
-	chromium := chromiumPath(t)
+	chromium := testchromium.Path(t)
 	for _, tc := range []struct{ name, coding, proto string }{
 		{"dcz-h2", "dcz", "HTTP/2.0"},
 		{"dcb-h2", "dcb", "HTTP/2.0"},
@@ -175,14 +159,11 @@ https://localhost:{$HTTPS_PORT} {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	args := []string{
-		"--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir=" + t.TempDir(),
-		"--ignore-certificate-errors-spki-list=" + spki,
-		"--host-resolver-rules=MAP localhost " + c.Host,
-		"--virtual-time-budget=15000", "--enable-logging=stderr", "--v=0",
-	}
+	args := testchromium.Args(t.TempDir(),
+		"--ignore-certificate-errors-spki-list="+spki,
+		"--host-resolver-rules=MAP localhost "+c.Host,
+		"--virtual-time-budget=15000",
+	)
 	if proto == "HTTP/3.0" {
 		args = append(args, "--enable-quic", fmt.Sprintf("--origin-to-force-quic-on=localhost:%d", c.HTTPSPort))
 	}

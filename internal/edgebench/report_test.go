@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-edgekit/edgekit/internal/testchromium"
 )
 
 // reportFromRun measures a small real run against loopback servers: a
@@ -81,26 +83,10 @@ func TestReportHTML(t *testing.T) {
 	}
 }
 
-// chromiumPath is Debian's chromium, or "" with a skip (a failure when
-// EDGEKIT_REQUIRE_CHROMIUM=1, as CI sets).
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("EDGEKIT_REQUIRE_CHROMIUM") == "1" {
-		t.Fatal("chromium not found and EDGEKIT_REQUIRE_CHROMIUM=1: apt-get install chromium")
-	}
-	t.Skip("chromium not installed (apt-get install chromium); set EDGEKIT_REQUIRE_CHROMIUM=1 to fail instead")
-	return ""
-}
-
 // The page renders in headless Chromium with no console error, and the
 // screenshot shows the plotted series in their colours.
 func TestReportRendersInChromium(t *testing.T) {
-	chromium := chromiumPath(t)
+	chromium := testchromium.Path(t)
 	report, _, _ := reportFromRun(t)
 	dir := t.TempDir()
 	page := filepath.Join(dir, "report.html")
@@ -113,10 +99,8 @@ func TestReportRendersInChromium(t *testing.T) {
 	}
 	f.Close()
 	shot := filepath.Join(dir, "report.png")
-	cmd := exec.CommandContext(t.Context(), chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+filepath.Join(dir, "profile"), "--enable-logging=stderr", "--v=0",
-		"--hide-scrollbars", "--window-size=1000,2400", "--screenshot="+shot, "file://"+page)
+	cmd := exec.CommandContext(t.Context(), chromium, testchromium.Args(filepath.Join(dir, "profile"),
+		"--hide-scrollbars", "--window-size=1000,2400", "--screenshot="+shot, "file://"+page)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	done := make(chan error, 1)
