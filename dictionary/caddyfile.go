@@ -46,6 +46,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    zstd_level fastest|default|better|best
 //	    dcb_quality <2-11>               # default 5
 //	    dcb_window <10-24>               # default 20
+//	    max_encoders <n>                 # responses compressed at once; default 32
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -118,7 +119,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			h.ZstdLevel = ZstdLevel(strings.ToLower(v))
-		case "dcb_quality", "dcb_window":
+		case "dcb_quality", "dcb_window", "max_encoders":
 			v, err := one()
 			if err != nil {
 				return err
@@ -127,13 +128,16 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err != nil {
 				return d.Errf("dictionary: %s %q: not a number", opt, v)
 			}
-			if opt == "dcb_quality" {
+			switch opt {
+			case "dcb_quality":
 				h.DCBQuality = n
-			} else {
+			case "dcb_window":
 				h.DCBWindow = n
+			default:
+				h.MaxEncoders = n
 			}
 		default:
-			return d.Errf("dictionary: unknown subdirective %q (want match, match_dest, id, encodings, max_size, store_size, delta_cache_size, zstd_level, dcb_quality or dcb_window)", opt)
+			return d.Errf("dictionary: unknown subdirective %q (want match, match_dest, id, encodings, max_size, store_size, delta_cache_size, zstd_level, dcb_quality, dcb_window or max_encoders)", opt)
 		}
 	}
 	return nil

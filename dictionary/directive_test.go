@@ -35,7 +35,7 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"dictionary /assets/* /assets/app.*.js", ""},
 		// A first argument starting with / is the route's matcher.
 		{"dictionary /assets/app.*.js", "match: empty"},
-		{"dictionary {\n\t\tmatch /a/*.js\n\t\tmatch_dest script style\n\t\tid v1\n\t\tencodings dcb dcz\n\t\tmax_size 1MiB\n\t\tstore_size 8MiB\n\t\tdelta_cache_size off\n\t\tzstd_level best\n\t\tdcb_quality 6\n\t\tdcb_window 20\n\t}", ""},
+		{"dictionary {\n\t\tmatch /a/*.js\n\t\tmatch_dest script style\n\t\tid v1\n\t\tencodings dcb dcz\n\t\tmax_size 1MiB\n\t\tstore_size 8MiB\n\t\tdelta_cache_size off\n\t\tzstd_level best\n\t\tdcb_quality 6\n\t\tdcb_window 20\n\t\tmax_encoders 8\n\t}", ""},
 		{"dictionary", "match: empty"},
 		{"dictionary * assets/*", "must be a path starting with /"},
 		{"dictionary * /a/:id", "URLPattern syntax"},
@@ -47,6 +47,8 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"dictionary {\n\t\tmatch /a/*\n\t\tencodings dcz\n\t\tmax_size 1MiB\n\t\tstore_size 2MiB\n\t}", ""},
 		{"dictionary {\n\t\tmatch /a/*\n\t\tdcb_quality 1\n\t}", "dcb_quality 1"},
 		{"dictionary {\n\t\tmatch /a/*\n\t\tdcb_window 25\n\t}", "dcb_window 25"},
+		{"dictionary {\n\t\tmatch /a/*\n\t\tmax_encoders 5000\n\t}", "max_encoders 5000"},
+		{"dictionary {\n\t\tmatch /a/*\n\t\tmax_encoders -1\n\t}", "max_encoders -1"},
 		{"dictionary {\n\t\tmatch /a/*\n\t\tzstd_level 19\n\t}", "zstd_level"},
 		{"dictionary {\n\t\tmatch /a/*\n\t\tid \"a b\"\n\t}", "id"},
 		{"dictionary {\n\t\tmatch /a/*\n\t\tcolour red\n\t}", "unknown subdirective"},

@@ -395,3 +395,109 @@ func TestStoreKeptAcrossReload(t *testing.T) {
 		t.Fatal("the store outlived the last handler using it")
 	}
 }
+
+// TestDeltaCacheNotShared: a response that varies on something the delta
+// cache key does not hold (a cookie, credentials) under one strong ETag is
+// never served from the delta cache to another client: each decodes to
+// its own body. The control case (nothing to vary on) is served from it.
+func TestDeltaCacheNotShared(t *testing.T) {
+	v1, v2 := sampleVersions(t)
+	avail := formatAvailableDictionary(sha256.Sum256(v1))
+	for _, tc := range []struct {
+		name   string
+		header []string // response fields
+		req    []string // request fields, the user's differ
+		shared bool     // the second user may get the first user's delta
+	}{
+		{"nothing to vary on", nil, nil, true},
+		{"Vary: Cookie", []string{"Vary", "Accept-Encoding, Cookie"}, []string{"Cookie", "user="}, false},
+		{"Vary: *", []string{"Vary", "*"}, nil, false},
+		{"Set-Cookie", []string{"Set-Cookie", "s=1"}, nil, false},
+		{"private", []string{"Cache-Control", "private, max-age=60"}, nil, false},
+		{"no-store", []string{"Cache-Control", "no-store"}, nil, false},
+		{"Authorization", nil, []string{"Authorization", "Bearer "}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := appHandler(t)
+			serve(t, h, browserRequest("a.test", "/assets/app.1.js"), file(v1))
+			for i, user := range []string{"alice", "bob"} {
+				body := append(bytes.Clone(v2), "/*"+user+"*/"...)
+				hdr := append([]string{"Etag", `"same-for-everyone"`}, tc.header...)
+				reqHdr := []string{"Available-Dictionary", avail}
+				if tc.req != nil {
+					reqHdr = append(reqHdr, tc.req[0], tc.req[1]+user)
+				}
+				hits := counter(metrics.deltaHits)
+				resp := serve(t, h, browserRequest("a.test", "/assets/app.2.js", reqHdr...), file(body, hdr...))
+				if resp.Header.Get("Content-Encoding") != codingDCZ {
+					t.Fatalf("%s: Content-Encoding %q, want dcz", user, resp.Header.Get("Content-Encoding"))
+				}
+				got, err := decodeDelta(codingDCZ, v1, readBody(t, resp))
+				if err != nil {
+					t.Fatal(err)
+				}
+				hit := counter(metrics.deltaHits) > hits
+				if i == 1 && tc.shared {
+					if !hit {
+						t.Fatal("second identical request not served from the delta cache")
+					}
+					continue
+				}
+				if hit || !bytes.Equal(got, body) {
+					t.Fatalf("%s got another response's delta (from the delta cache: %v)", user, hit)
+				}
+			}
+		})
+	}
+}
+
+// TestEncodersBounded: responses held open by slow clients each keep an
+// encoder of several MiB; past max_encoders, further requests go without
+// the dictionary (miss reason busy) instead of preparing more, and the
+// slots come back when the responses end.
+func TestEncodersBounded(t *testing.T) {
+	h := provision(t, &Handler{Match: "/assets/app.*.js", MaxEncoders: 2, DeltaCacheSize: DeltaCacheOff})
+	v1, v2 := sampleVersions(t)
+	serve(t, h, browserRequest("a.test", "/assets/app.1.js"), file(v1))
+	avail := formatAvailableDictionary(sha256.Sum256(v1))
+	req := func() *http.Request {
+		return browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail)
+	}
+
+	started, release := make(chan struct{}), make(chan struct{})
+	slow := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Etag", `"v2"`)
+		if _, err := w.Write(v2[:len(v2)/2]); err != nil {
+			return err
+		}
+		started <- struct{}{}
+		<-release
+		_, err := w.Write(v2[len(v2)/2:])
+		return err
+	})
+	var wg sync.WaitGroup
+	recs := make([]*httptest.ResponseRecorder, 2)
+	errs := make([]error, 2)
+	for i := range recs {
+		recs[i] = httptest.NewRecorder()
+		wg.Go(func() { errs[i] = h.ServeHTTP(recs[i], req(), slow) })
+		<-started
+	}
+	resp := missCase(t, h, missBusy, req(), file(v2))
+	if !bytes.Equal(readBody(t, resp), v2) {
+		t.Fatal("busy: body changed")
+	}
+	close(release)
+	wg.Wait()
+	for i, rec := range recs {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if got, err := decodeDelta(codingDCZ, v1, rec.Body.Bytes()); err != nil || !bytes.Equal(got, v2) {
+			t.Fatalf("held response %d: %v", i, err)
+		}
+	}
+	if resp := serve(t, h, req(), file(v2)); resp.Header.Get("Content-Encoding") != codingDCZ {
+		t.Fatal("slots not given back when the responses ended")
+	}
+}

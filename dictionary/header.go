@@ -120,6 +120,31 @@ func responseReadable(r *http.Request, h http.Header) bool {
 	return origin != "" && origin != "null" && acao == origin
 }
 
+// sharedCacheable reports whether a shared cache could give the response
+// to r to any client asking for the same URL (RFC 9111 §3, §4.1): no
+// Set-Cookie, not private or no-store, no Authorization on the request,
+// and a Vary naming nothing but the fields the delta cache keys on (the
+// coding, from Accept-Encoding, and the dictionary). Only such a response
+// is looked up in or added to the delta cache, whose key does not hold the
+// cookie, credentials or other request fields an upstream may vary on
+// under one ETag.
+func sharedCacheable(r *http.Request, h http.Header) bool {
+	if len(h["Set-Cookie"]) > 0 || len(r.Header["Authorization"]) > 0 ||
+		hasToken(h["Cache-Control"], "private") || hasToken(h["Cache-Control"], "no-store") {
+		return false
+	}
+	for _, v := range h["Vary"] {
+		for item := range strings.SplitSeq(v, ",") {
+			switch item = strings.TrimSpace(item); {
+			case item == "", strings.EqualFold(item, "Accept-Encoding"), strings.EqualFold(item, "Available-Dictionary"):
+			default:
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // hasToken reports whether a comma-separated header has token (any case).
 func hasToken(values []string, token string) bool {
 	for _, v := range values {

@@ -15,6 +15,7 @@ const (
 	missMismatch    = "mismatch"     // the dictionary's match or match-dest does not select this request
 	missCrossOrigin = "cross_origin" // the browser could not read the response (opaque, or CORS not allowed)
 	missIneligible  = "ineligible"   // the response is not compressible against it (status, coding, no-transform, method)
+	missBusy        = "busy"         // max_encoders responses were being compressed against dictionaries already
 )
 
 // The collectors are process-wide so that counts survive a config reload;
@@ -45,7 +46,7 @@ func newMetrics() (m collectors) {
 	}, []string{"encoding"})
 	m.misses = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns, Subsystem: sub, Name: "misses_total",
-		Help: "Requests naming a dictionary (Available-Dictionary) answered without one, by reason: malformed, encoding, unknown, mismatch, cross_origin, ineligible.",
+		Help: "Requests naming a dictionary (Available-Dictionary) answered without one, by reason: malformed, encoding, unknown, mismatch, cross_origin, ineligible, busy.",
 	}, []string{"reason"})
 	m.bytesSaved = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: ns, Subsystem: sub, Name: "bytes_saved_total",
@@ -76,7 +77,7 @@ func newMetrics() (m collectors) {
 		Help: "Dictionaries held by the dictionary stores.",
 	})
 	m.missBy = map[string]prometheus.Counter{}
-	for _, r := range []string{missMalformed, missEncoding, missUnknown, missMismatch, missCrossOrigin, missIneligible} {
+	for _, r := range []string{missMalformed, missEncoding, missUnknown, missMismatch, missCrossOrigin, missIneligible, missBusy} {
 		m.missBy[r] = m.misses.WithLabelValues(r)
 	}
 	m.hitBy = map[string]prometheus.Counter{codingDCZ: m.hits.WithLabelValues(codingDCZ), codingDCB: m.hits.WithLabelValues(codingDCB)}

@@ -39,6 +39,7 @@ const (
 	DefaultDeltaCacheSize = 16 << 20
 	DefaultDCBQuality     = 5
 	DefaultDCBWindow      = 20
+	DefaultMaxEncoders    = 32
 	// DeltaCacheOff in DeltaCacheSize turns the delta cache off.
 	DeltaCacheOff = -1
 
@@ -49,6 +50,7 @@ const (
 	maxStoreSize = 64 << 30
 	maxDests     = 16
 	maxIDLen     = 1024
+	maxEncoders  = 4096
 )
 
 // ZstdLevel is the Zstandard encoder level of dcz.
@@ -113,12 +115,21 @@ type Handler struct {
 	// helps within responses over 1 MiB; a pooled writer keeps twice it.
 	DCBWindow int `json:"dcb_window,omitempty"`
 
-	match    pattern
-	store    *store
-	storeKey string
-	deltas   *lru[deltaKey, []byte]
-	enc      encoderConfig
-	logger   *zap.Logger
+	// MaxEncoders bounds the responses being compressed against a
+	// dictionary at once (a response from the delta cache needs no
+	// encoder). Each holds a prepared encoder of several MiB (see
+	// docs/dictionary.md) for as long as its client takes to read it; past
+	// the bound, responses go to encode (miss reason busy). Default: 32.
+	MaxEncoders int `json:"max_encoders,omitempty"`
+
+	match pattern
+	store *store
+	// encoderSlots holds a token per encoder in use (MaxEncoders slots).
+	encoderSlots chan struct{}
+	storeKey     string
+	deltas       *lru[deltaKey, []byte]
+	enc          encoderConfig
+	logger       *zap.Logger
 }
 
 // CaddyModule returns the Caddy module information.
@@ -156,6 +167,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.DCBWindow == 0 {
 		h.DCBWindow = DefaultDCBWindow
 	}
+	if h.MaxEncoders == 0 {
+		h.MaxEncoders = DefaultMaxEncoders
+	}
 	if err := h.Validate(); err != nil { // before sizing anything by the values
 		return err
 	}
@@ -166,6 +180,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		dcbQuality: h.DCBQuality,
 		dcbLGWin:   h.DCBWindow,
 	}
+	h.encoderSlots = make(chan struct{}, h.MaxEncoders)
 	if h.DeltaCacheSize > 0 {
 		h.deltas = newLRU[deltaKey, []byte](h.DeltaCacheSize, nil)
 	}
@@ -246,6 +261,9 @@ func (h *Handler) Validate() error {
 	if h.DCBWindow < 10 || h.DCBWindow > dcbMaxLGWin {
 		return fmt.Errorf("dictionary: dcb_window %d: must be 10..24 (log2 of bytes; RFC 9842 allows at most 16 MiB; default %d)", h.DCBWindow, DefaultDCBWindow)
 	}
+	if h.MaxEncoders < 1 || h.MaxEncoders > maxEncoders {
+		return fmt.Errorf("dictionary: max_encoders %d: must be 1..%d (responses compressed against a dictionary at once, each holding an encoder of several MiB; default %d)", h.MaxEncoders, maxEncoders, DefaultMaxEncoders)
+	}
 	return nil
 }
 
@@ -259,6 +277,20 @@ func (h *Handler) Cleanup() error {
 	}
 	return nil
 }
+
+// takeEncoderSlot takes one of the MaxEncoders slots, or reports false
+// when all are in use (the response then goes without the dictionary).
+func (h *Handler) takeEncoderSlot() bool {
+	select {
+	case h.encoderSlots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// releaseEncoderSlot gives back a slot takeEncoderSlot took.
+func (h *Handler) releaseEncoderSlot() { <-h.encoderSlots }
 
 // offers reports whether coding is among the handler's encodings.
 func (h *Handler) offers(coding string) bool {

@@ -101,10 +101,11 @@ func (rw *responseWriter) WriteHeader(status int) {
 		case !readable:
 			metrics.missBy[missCrossOrigin].Inc()
 		default:
-			if rw.startDelta(hdr, status) {
+			reason := rw.startDelta(hdr, status)
+			if reason == "" {
 				return
 			}
-			metrics.missBy[missIneligible].Inc()
+			metrics.missBy[reason].Inc()
 		}
 	}
 	rw.ResponseWriter.WriteHeader(status)
@@ -147,22 +148,30 @@ func (rw *responseWriter) setUseAsDictionary(hdr http.Header) {
 
 // startDelta sends the header of a dictionary-compressed response and
 // readies its body: from the delta cache, or through a pooled encoder. It
-// reports false, having changed nothing, when no encoder can be had.
-func (rw *responseWriter) startDelta(hdr http.Header, status int) bool {
+// returns the miss reason, having changed nothing, when no encoder can be
+// had (all max_encoders in use, or preparing one failed).
+func (rw *responseWriter) startDelta(hdr http.Header, status int) string {
 	coding, d := rw.plan.coding, rw.plan.dict
 	etag := hdr.Get("Etag")
 	strong := isStrongETag(etag)
+	// Only a response a shared cache could give to any client is looked up
+	// or kept: the key does not hold what else the response varies on.
+	cacheable := strong && rw.h.deltas != nil && sharedCacheable(rw.req, hdr)
 	var cached []byte
-	if strong && rw.h.deltas != nil {
+	if cacheable {
 		rw.deltaKey = deltaKey{rw.origin, rw.uri, d.key.hash, etag, coding}
 		cached, _ = rw.h.deltas.get(rw.deltaKey)
 	}
 	if cached == nil {
+		if !rw.h.takeEncoderSlot() {
+			return missBusy
+		}
 		enc, err := d.encoders.acquire(coding)
 		if err != nil {
+			rw.h.releaseEncoderSlot()
 			rw.h.logger.Error("preparing a dictionary encoder; sending the response without the dictionary",
 				zap.String("coding", coding), zap.Error(err))
-			return false
+			return missIneligible
 		}
 		rw.enc = enc
 	}
@@ -182,9 +191,9 @@ func (rw *responseWriter) startDelta(hdr http.Header, status int) bool {
 		rw.ResponseWriter.WriteHeader(status)
 		_, rw.writeErr = rw.ResponseWriter.Write(cached)
 		rw.sent.n = int64(len(cached))
-		return true
+		return ""
 	}
-	if strong && rw.h.deltas != nil {
+	if cacheable {
 		// A delta worth caching is small; a larger one is sent without
 		// being kept, so that concurrent responses hold little each.
 		rw.delta = newCapture(min(maxCachedDelta, rw.h.DeltaCacheSize/16))
@@ -193,7 +202,7 @@ func (rw *responseWriter) startDelta(hdr http.Header, status int) bool {
 	rw.mode = compressing
 	rw.sent = countingWriter{w: rw.ResponseWriter, tee: rw.delta}
 	rw.writeErr = d.encoders.start(coding, rw.enc, &rw.sent)
-	return true
+	return ""
 }
 
 // Write routes p according to the decision taken at WriteHeader.
@@ -270,6 +279,7 @@ func (rw *responseWriter) finish(abort bool) error {
 		}
 		rw.plan.dict.encoders.put(rw.plan.coding, rw.enc)
 		rw.enc = nil
+		rw.h.releaseEncoderSlot()
 	}
 	complete := !abort && err == nil && rw.writeErr == nil
 	if rw.mode != passThrough && complete {
