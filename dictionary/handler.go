@@ -64,6 +64,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 	}
 	rw.stripETagSuffix()
+	// reverse_proxy aborts a response whose upstream or client fails
+	// mid-body by panicking (http.ErrAbortHandler): what the response holds
+	// must be given back then too, or a few cut streams would take every
+	// encoder slot and the whole capture budget for good.
+	defer rw.releaseHeld()
 	err := next.ServeHTTP(rw, r)
 	if err != nil {
 		rw.finish(true)

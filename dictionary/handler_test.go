@@ -501,3 +501,39 @@ func TestEncodersBounded(t *testing.T) {
 		t.Fatal("slots not given back when the responses ended")
 	}
 }
+
+// TestAbortGivesBack: reverse_proxy ends a response whose upstream (or
+// client) fails mid-body by panicking with http.ErrAbortHandler. The
+// encoder slot and the capture budget the response held come back, so cut
+// streams cannot turn dictionary compression or marking off for good.
+func TestAbortGivesBack(t *testing.T) {
+	const storeSize = 1 << 20
+	h := provision(t, &Handler{Match: "/assets/app.*.js", Encodings: []string{codingDCZ}, MaxEncoders: 1, MaxSize: 512 << 10, StoreSize: storeSize, DeltaCacheSize: DeltaCacheOff})
+	v1, v2 := sampleVersions(t)
+	serve(t, h, browserRequest("a.test", "/assets/app.1.js"), file(v1))
+	avail := formatAvailableDictionary(sha256.Sum256(v1))
+	cut := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Etag", `"v2"`) // no Content-Length: the capture reserves max_size
+		_, _ = w.Write(v2[:len(v2)/2])
+		panic(http.ErrAbortHandler)
+	})
+	func() {
+		defer func() {
+			if v := recover(); v != http.ErrAbortHandler {
+				t.Fatalf("recovered %v, want http.ErrAbortHandler", v)
+			}
+		}()
+		_ = h.ServeHTTP(httptest.NewRecorder(), browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail), cut)
+	}()
+	if left := h.store.captureBudget.Load(); left != storeSize {
+		t.Errorf("capture budget %d after the cut response, want all of it back (%d)", left, storeSize)
+	}
+	if n := len(h.encoderSlots); n != 0 {
+		t.Errorf("%d encoder slots held after the cut response, want 0", n)
+	}
+	resp := serve(t, h, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail), file(v2))
+	if resp.Header.Get("Content-Encoding") != codingDCZ || resp.Header.Get("Use-As-Dictionary") == "" {
+		t.Fatalf("after a cut response: Content-Encoding %q, Use-As-Dictionary %q; want dcz and marked",
+			resp.Header.Get("Content-Encoding"), resp.Header.Get("Use-As-Dictionary"))
+	}
+}

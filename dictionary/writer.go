@@ -306,6 +306,21 @@ func (rw *responseWriter) finish(abort bool) error {
 	return err
 }
 
+// releaseHeld gives back what finish did not: the encoder slot and the
+// capture budget of a response cut short by a panic below. The encoder,
+// stopped mid-stream, is dropped rather than pooled.
+func (rw *responseWriter) releaseHeld() {
+	if rw.enc != nil {
+		rw.enc = nil
+		rw.h.releaseEncoderSlot()
+	}
+	rw.body = nil
+	if rw.reserved > 0 {
+		rw.h.store.release(rw.reserved)
+		rw.reserved = 0
+	}
+}
+
 // maxCachedDelta is the largest dictionary-compressed body the delta cache
 // keeps.
 const maxCachedDelta = 256 << 10

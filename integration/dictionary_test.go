@@ -270,3 +270,87 @@ http://{$HOST}:{$HTTP_PORT} {
 		t.Fatal("the delta does not decode to the substituted version 2")
 	}
 }
+
+// TestDictionaryCutUpstream: an upstream that cuts its responses mid-body
+// makes reverse_proxy abort them (it panics with http.ErrAbortHandler).
+// Through a real Caddy, such responses give back the encoder slot and the
+// capture budget they held: afterwards, responses are still compressed
+// against the dictionary (max_encoders 1) and still marked (a budget that
+// two cut captures of max_size would have spent).
+func TestDictionaryCutUpstream(t *testing.T) {
+	v1 := bytes.Repeat([]byte("function release1(){return 'dictionary body';}\n"), 200)
+	v2 := append(bytes.Clone(v1), "function release2(){}\n"...)
+	origin := Origin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/javascript")
+		switch r.URL.Path {
+		case "/assets/app.1.js":
+			_, _ = w.Write(v1)
+		case "/assets/app.cut.js":
+			_, _ = w.Write(v2[:len(v2)/2])
+			http.NewResponseController(w).Flush()
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close() // mid-body: the chunked body never ends
+			}
+		default: // unknown length (chunked): the capture reserves max_size
+			http.NewResponseController(w).Flush()
+			_, _ = w.Write(v2)
+		}
+	}))
+	c := StartCaddy(t, `
+http://{$HOST}:{$HTTP_PORT} {
+	dictionary /assets/* {
+		match /assets/app.*.js
+		encodings dcz
+		max_size 64KiB
+		store_size 160KiB
+		max_encoders 1
+	}
+	reverse_proxy `+origin+`
+}`)
+	client := c.Client()
+	get := func(path string, header ...string) (*http.Response, []byte, error) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, c.URL(path), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept-Encoding", dictionaryBrowserAcceptEncoding)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp, body, err
+	}
+	if resp, _, err := get("/assets/app.1.js"); err != nil || resp.Header.Get("Use-As-Dictionary") == "" {
+		t.Fatalf("version 1 not marked: %v", err)
+	}
+	avail := availableDictionary(v1)
+	for i := range 2 {
+		resp, _, err := get("/assets/app.cut.js", "Available-Dictionary", avail)
+		if err == nil {
+			t.Fatalf("cut response %d read to its end", i)
+		}
+		if resp != nil && resp.Header.Get("Content-Encoding") != "dcz" {
+			t.Fatalf("cut response %d: Content-Encoding %q, want dcz (the encoder must be in use when the stream is cut)", i, resp.Header.Get("Content-Encoding"))
+		}
+	}
+	resp, body, err := get("/assets/app.2.js", "Available-Dictionary", avail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ce := resp.Header.Get("Content-Encoding"); ce != "dcz" {
+		t.Fatalf("after cut responses: Content-Encoding %q, want dcz\n%s", ce, grepLines(c.Metrics(), "caddy_dictionary_misses"))
+	}
+	if resp.Header.Get("Use-As-Dictionary") == "" {
+		t.Fatal("after cut responses: version 2 not marked (capture budget not given back)")
+	}
+	if got := dczDecode(t, v1, body); !bytes.Equal(got, v2) {
+		t.Fatal("dcz does not decode to version 2")
+	}
+}
