@@ -112,10 +112,15 @@ func (rw *responseWriter) WriteHeader(status int) {
 }
 
 // startMark marks the response as a dictionary and captures its body for
-// the store, unless it must not become one (RFC 9842 security considerations: no-store,
-// Set-Cookie), is too large, or the capture budget is spent.
+// the store, unless it must not become one (RFC 9842 security
+// considerations: no-store, Set-Cookie; and what a shared cache must not
+// store or would key per user: private, Vary: Cookie or *), is too large,
+// or the capture budget is spent. The store is shared by every client: a
+// per-user body in it would let anyone confirm a guess of that body by
+// naming its hash.
 func (rw *responseWriter) startMark(hdr http.Header) {
-	if hasToken(hdr["Cache-Control"], "no-store") || len(hdr["Set-Cookie"]) > 0 {
+	if hasToken(hdr["Cache-Control"], "no-store") || hasToken(hdr["Cache-Control"], "private") ||
+		len(hdr["Set-Cookie"]) > 0 || hasToken(hdr["Vary"], "Cookie") || hasToken(hdr["Vary"], "*") {
 		return
 	}
 	limit := rw.h.MaxSize
