@@ -133,27 +133,24 @@ func originOf(r *http.Request) string {
 	return scheme + strings.ToLower(r.Host)
 }
 
-// stripETagSuffix removes the coding suffix this handler appends to strong
-// ETags from If-None-Match, so that the handlers below recognise their own
-// ETag (as encode does for its codings), and remembers the coding for the
-// 304: the client revalidates the representation it holds, whether or not
-// its dictionary is still here.
+// stripETagSuffix removes, from If-None-Match, the suffix this handler
+// appends to strong ETags for the representation this request would get
+// (the planned coding against the planned dictionary), so that the
+// handlers below recognise their own ETag (as encode does for the coding
+// it chose), and remembers it for the 304. A tag naming another coding or
+// dictionary is left as it is: the origin does not recognise it and sends
+// the response in full, since a 304 would validate bytes compressed
+// against a dictionary this request does not name (a shared cache may
+// send the ETags of all its variants, RFC 9111 §4.3.1).
 func (rw *responseWriter) stripETagSuffix() {
 	inm := rw.req.Header["If-None-Match"]
-	if len(inm) == 0 {
+	if len(inm) == 0 || rw.plan.dict == nil {
 		return
 	}
 	joined := strings.Join(inm, ", ")
-	stripped := joined
-	for _, c := range []string{codingDCZ, codingDCB} {
-		if s := strings.ReplaceAll(stripped, "-"+c+`"`, `"`); s != stripped {
-			stripped = s
-			if rw.notModifiedCoding == "" {
-				rw.notModifiedCoding = c
-			}
-		}
-	}
-	if stripped != joined {
+	suffix := etagSuffix(rw.plan.coding, rw.plan.dict.key.hash)
+	if stripped := strings.ReplaceAll(joined, suffix+`"`, `"`); stripped != joined {
 		rw.req.Header["If-None-Match"] = []string{stripped}
+		rw.notModifiedCoded = true
 	}
 }

@@ -119,8 +119,8 @@ func TestMarkThenDelta(t *testing.T) {
 		if vary := strings.Join(resp.Header.Values("Vary"), ", "); !strings.Contains(vary, "Accept-Encoding") || !strings.Contains(vary, "Available-Dictionary") {
 			t.Fatalf("Vary = %q, want Accept-Encoding and Available-Dictionary", vary)
 		}
-		if etag := resp.Header.Get("Etag"); !strings.HasSuffix(etag, "-"+coding+`"`) {
-			t.Errorf("ETag %s does not name the coding", etag)
+		if etag, want := resp.Header.Get("Etag"), fmt.Sprintf(`-%s-%x"`, coding, hash[:6]); !strings.HasSuffix(etag, want) {
+			t.Errorf("ETag %s does not name the coding and the dictionary (%s)", etag, want)
 		}
 		if resp.Header.Get("Content-Length") != "" {
 			t.Error("Content-Length of the identity body kept")
@@ -301,11 +301,37 @@ func TestNotModified(t *testing.T) {
 	if vary := strings.Join(resp.Header.Values("Vary"), ", "); !strings.Contains(vary, "Available-Dictionary") {
 		t.Errorf("304 Vary = %q", vary)
 	}
-	// The dictionary gone (a request naming another one), the client still
-	// revalidates what it holds: 304 with the ETag it named.
-	resp = serve(t, h, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", formatAvailableDictionary(sha256.Sum256([]byte("gone"))), "If-None-Match", etag), file(v2))
-	if resp.StatusCode != http.StatusNotModified || resp.Header.Get("Etag") != etag {
-		t.Fatalf("without the dictionary: status %d, ETag %s; want 304 with %s", resp.StatusCode, resp.Header.Get("Etag"), etag)
+	// A request that would not get that representation (no dictionary, or
+	// another one: a cache revalidating its stored dcz variant for another
+	// client, RFC 9111 §4.3.1) must not get a 304 for it: the 304 would make
+	// the cache serve bytes compressed against a dictionary the client may
+	// not have. It gets the response it asked for, in full.
+	v1b := append(bytes.Clone(v1), "/*another dictionary*/"...)
+	serve(t, h, browserRequest("a.test", "/assets/app.1b.js"), file(v1b))
+	for _, tc := range []struct {
+		name, avail, coding string
+		dict                []byte
+	}{
+		{"no Available-Dictionary", "", "", nil},
+		{"an unknown dictionary", formatAvailableDictionary(sha256.Sum256([]byte("gone"))), "", nil},
+		{"another stored dictionary", formatAvailableDictionary(sha256.Sum256(v1b)), codingDCZ, v1b},
+		{"the same dictionary in dcb", avail, codingDCB, v1},
+	} {
+		resp = serve(t, h, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", tc.avail, "If-None-Match", etag,
+			"Accept-Encoding", "gzip, br, "+tc.coding), file(v2))
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Etag") == etag {
+			t.Fatalf("%s: status %d, ETag %s; want 200 with another ETag than %s", tc.name, resp.StatusCode, resp.Header.Get("Etag"), etag)
+		}
+		body := readBody(t, resp)
+		if tc.coding != "" {
+			var err error
+			if body, err = decodeDelta(tc.coding, tc.dict, body); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+		}
+		if !bytes.Equal(body, v2) {
+			t.Fatalf("%s: body is not version 2", tc.name)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package dictionary
 
 import (
 	"bytes"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"strconv"
@@ -36,10 +37,10 @@ type responseWriter struct {
 	plan plan
 	mark bool // the request's path matches h.Match: mark an eligible response
 
-	wroteHeader       bool
-	mode              mode
-	notModifiedCoding string // the coding suffix If-None-Match named, if any
-	writeErr          error
+	wroteHeader      bool
+	mode             mode
+	notModifiedCoded bool // If-None-Match named the planned representation's ETag
+	writeErr         error
 
 	// compressing
 	enc      deltaEncoder
@@ -77,9 +78,9 @@ func (rw *responseWriter) WriteHeader(status int) {
 		if rw.plan.dict != nil || rw.mark {
 			addVary(hdr, "Accept-Encoding", "Available-Dictionary")
 		}
-		if rw.notModifiedCoding != "" {
+		if rw.notModifiedCoded {
 			if etag := hdr.Get("Etag"); isStrongETag(etag) {
-				hdr.Set("Etag", codedETag(etag, rw.notModifiedCoding))
+				hdr.Set("Etag", codedETag(etag, rw.plan.coding, rw.plan.dict.key.hash))
 			}
 		}
 		rw.ResponseWriter.WriteHeader(status)
@@ -184,7 +185,7 @@ func (rw *responseWriter) startDelta(hdr http.Header, status int) string {
 	hdr.Del("Accept-Ranges")
 	hdr.Set("Content-Encoding", coding)
 	if strong {
-		hdr.Set("Etag", codedETag(etag, coding))
+		hdr.Set("Etag", codedETag(etag, coding, d.key.hash))
 	} else {
 		hdr.Del("Etag") // a weak ETag may stand for other bytes, and so another delta
 	}
@@ -400,9 +401,17 @@ func isStrongETag(etag string) bool {
 	return len(etag) >= 2 && etag[0] == '"' && etag[len(etag)-1] == '"'
 }
 
-// codedETag is the strong ETag of the dictionary-compressed form of the
-// response with etag: distinct per coding (RFC 9110 §8.8.3.3), as encode
-// does with its own codings.
-func codedETag(etag, coding string) string {
-	return etag[:len(etag)-1] + "-" + coding + `"`
+// codedETag is the strong ETag of the form of the response with etag
+// compressed in coding against the dictionary with the given hash:
+// distinct per coding and per dictionary (RFC 9110 §8.8.3.3: other
+// bytes), as encode does with its own codings.
+func codedETag(etag, coding string, dict [hashSize]byte) string {
+	return etag[:len(etag)-1] + etagSuffix(coding, dict) + `"`
+}
+
+// etagSuffix is what codedETag inserts before the closing quote: the
+// coding and the first 48 bits of the dictionary's hash, enough to tell
+// apart the dictionaries one resource is compressed against.
+func etagSuffix(coding string, dict [hashSize]byte) string {
+	return "-" + coding + "-" + hex.EncodeToString(dict[:6])
 }
