@@ -197,6 +197,19 @@ func TestMisses(t *testing.T) {
 	head.Method = http.MethodHead
 	missCase(t, h, missIneligible, head, file(v2))
 
+	// Credentialed CORS (the request carries cookies): * does not let the
+	// page read the response, nor the origin without
+	// Access-Control-Allow-Credentials: true.
+	missCase(t, h, missCrossOrigin, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail, "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "cors", "Origin", "https://app.test", "Cookie", "s=1"),
+		file(v2, "Access-Control-Allow-Origin", "*"))
+	missCase(t, h, missCrossOrigin, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail, "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "cors", "Origin", "https://app.test", "Cookie", "s=1"),
+		file(v2, "Access-Control-Allow-Origin", "https://app.test"))
+	resp = serve(t, h, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail, "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "cors", "Origin", "https://app.test", "Cookie", "s=1"),
+		file(v2, "Access-Control-Allow-Origin", "https://app.test", "Access-Control-Allow-Credentials", "true"))
+	if resp.Header.Get("Content-Encoding") != codingDCZ {
+		t.Fatal("readable credentialed CORS response not compressed against the dictionary")
+	}
+
 	// CORS with Access-Control-Allow-Origin matching: readable, so compressed.
 	resp = serve(t, h, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail, "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "cors", "Origin", "https://app.test"),
 		file(v2, "Access-Control-Allow-Origin", "https://app.test"))

@@ -113,8 +113,16 @@ func responseReadable(r *http.Request, h http.Header) bool {
 		return false
 	}
 	acao := strings.TrimSpace(h.Get("Access-Control-Allow-Origin"))
+	// A request carrying credentials (cookies, Authorization) was sent in
+	// credentials mode "include": the browser reads its response only if
+	// the response names the origin (not *) and allows credentials
+	// (Fetch, CORS check).
+	credentialed := len(r.Header["Cookie"]) > 0 || len(r.Header["Authorization"]) > 0
+	if credentialed && !strings.EqualFold(strings.TrimSpace(h.Get("Access-Control-Allow-Credentials")), "true") {
+		return false
+	}
 	if acao == "*" {
-		return true
+		return !credentialed
 	}
 	origin := r.Header.Get("Origin")
 	return origin != "" && origin != "null" && acao == origin
