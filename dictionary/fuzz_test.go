@@ -3,6 +3,7 @@ package dictionary
 import (
 	"bytes"
 	"crypto/sha256"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -51,6 +52,11 @@ func FuzzServe(f *testing.F) {
 	f.Add(avail, "dcb;q=0.5, dcz;q=0.1", "cross-site", "cors", "", `"x-dcz"`, cur[:1000])
 	f.Add(":"+avail[2:], "DCZ", "none", "navigate", "document", "*", []byte{})
 	f.Add(avail+", "+avail, "dcb", "", "", "", `W/"a-dcb", "b-dcz"`, []byte("x"))
+	// A revalidation naming the coded ETag of the planned representation
+	// (the origin answers 304), and one naming another dictionary's.
+	etag := fmt.Sprintf(`"%x"`, sha256.Sum256(cur[:1000]))
+	f.Add(avail, "dcz", "same-origin", "cors", "script", codedETag(etag, codingDCZ, sha256.Sum256(old)), cur[:1000])
+	f.Add(avail, "dcb, dcz", "", "", "", codedETag(etag, codingDCB, sha256.Sum256(cur)), cur[:1000])
 	h := provision(f, &Handler{Match: "/assets/*", DeltaCacheSize: 1 << 20})
 	serve(f, h, browserRequest("a.test", "/assets/app.1.js"), file(old))
 	f.Fuzz(func(t *testing.T, avail, acceptEncoding, site, mode, dest, inm string, body []byte) {
