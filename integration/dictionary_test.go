@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
@@ -352,5 +353,64 @@ http://{$HOST}:{$HTTP_PORT} {
 	}
 	if got := dczDecode(t, v1, body); !bytes.Equal(got, v2) {
 		t.Fatal("dcz does not decode to version 2")
+	}
+}
+
+// TestDictionaryCompressingOrigin: an origin that compresses for the
+// client's Accept-Encoding sends bodies the handler cannot store (only
+// identity bodies become dictionaries). With `header_up -Accept-Encoding`,
+// as docs/dictionary.md advises, reverse_proxy asks for gzip itself and
+// decodes it, and the body is marked and used as a dictionary.
+func TestDictionaryCompressingOrigin(t *testing.T) {
+	v1 := bytes.Repeat([]byte("function release1(){return 'dictionary body';}\n"), 200)
+	v2 := append(bytes.Clone(v1), "function release2(){}\n"...)
+	origin := Origin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := v1
+		if r.URL.Path == "/assets/app.2.js" {
+			body = v2
+		}
+		w.Header().Set("Content-Type", "text/javascript")
+		w.Header().Set("Vary", "Accept-Encoding")
+		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			_, _ = w.Write(body)
+			return
+		}
+		w.Header().Set("Content-Encoding", "gzip")
+		gz := gzip.NewWriter(w)
+		_, _ = gz.Write(body)
+		_ = gz.Close()
+	}))
+	for _, tc := range []struct {
+		name, proxy string
+		marked      bool
+	}{
+		{"client's Accept-Encoding forwarded", "reverse_proxy " + origin, false},
+		{"header_up -Accept-Encoding", "reverse_proxy " + origin + " {\n\t\theader_up -Accept-Encoding\n\t}", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := StartCaddy(t, `
+http://{$HOST}:{$HTTP_PORT} {
+	dictionary /assets/* /assets/app.*.js
+	`+tc.proxy+`
+}`)
+			resp, body := Get(t, c.Client(), c.URL("/assets/app.1.js"), "Accept-Encoding", dictionaryBrowserAcceptEncoding)
+			if marked := resp.Header.Get("Use-As-Dictionary") != ""; marked != tc.marked {
+				t.Fatalf("marked %v (Content-Encoding %q), want %v", marked, resp.Header.Get("Content-Encoding"), tc.marked)
+			}
+			if !tc.marked {
+				return
+			}
+			if resp.Header.Get("Content-Encoding") != "" || body != string(v1) {
+				t.Fatalf("Content-Encoding %q, %d bytes: want version 1 as identity", resp.Header.Get("Content-Encoding"), len(body))
+			}
+			resp, body = Get(t, c.Client(), c.URL("/assets/app.2.js"), "Accept-Encoding", dictionaryBrowserAcceptEncoding,
+				"Available-Dictionary", availableDictionary(v1))
+			if ce := resp.Header.Get("Content-Encoding"); ce != "dcz" {
+				t.Fatalf("Content-Encoding %q, want dcz", ce)
+			}
+			if got := dczDecode(t, v1, []byte(body)); !bytes.Equal(got, v2) {
+				t.Fatal("dcz does not decode to version 2")
+			}
+		})
 	}
 }
