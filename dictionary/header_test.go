@@ -71,12 +71,15 @@ func TestPattern(t *testing.T) {
 		{"/a**b", "/ab", true},
 		{"/exact", "/exact", true},
 		{"/exact", "/exact/", false},
+		{"/a/.well-known/*", "/a/.well-known/x", true}, // a dot in a segment is no dot segment
+		{"/a/...*", "/a/...x", true},
 	} {
 		if got := pattern(tc.pattern).matches(tc.path); got != tc.want {
 			t.Errorf("%q matches %q = %v, want %v", tc.pattern, tc.path, got, tc.want)
 		}
 	}
-	for _, bad := range []string{"", "assets/*", "https://a.test/x", "/a/:id", "/a/(x)", "/a?b", "/a b", "/a\"b", "/a{x}", "/é", "/" + strings.Repeat("a", maxPatternLen)} {
+	for _, bad := range []string{"", "assets/*", "https://a.test/x", "/a/:id", "/a/(x)", "/a?b", "/a b", "/a\"b", "/a{x}", "/é", "/" + strings.Repeat("a", maxPatternLen),
+		"/assets/../app.*.js", "/./app.*.js", "/a/..", "/a/%2E%2e/b", "/a/.%2e/b", "/a/%2e/*"} {
 		if err := checkPattern(bad); err == nil {
 			t.Errorf("checkPattern(%q) accepted", bad)
 		}

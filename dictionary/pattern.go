@@ -37,6 +37,14 @@ func checkPattern(p string) error {
 			return fmt.Errorf("match %q: %q is URLPattern syntax this module does not support (only * wildcards)", p, c)
 		}
 	}
+	// The browser canonicalizes the pattern's path as a URL path, which
+	// removes dot segments ("/a/../b" is "/b"); request paths never hold
+	// them, so the handler would match nothing the browser does.
+	for seg := range strings.SplitSeq(p, "/") {
+		if s := strings.ReplaceAll(strings.ToLower(seg), "%2e", "."); s == "." || s == ".." {
+			return fmt.Errorf("match %q: dot segment %q (the browser resolves it: write the path without it)", p, seg)
+		}
+	}
 	return nil
 }
 
