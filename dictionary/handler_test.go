@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,9 +14,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/klauspost/compress/zstd"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -578,5 +581,102 @@ func TestAbortGivesBack(t *testing.T) {
 	if resp.Header.Get("Content-Encoding") != codingDCZ || resp.Header.Get("Use-As-Dictionary") == "" {
 		t.Fatalf("after a cut response: Content-Encoding %q, Use-As-Dictionary %q; want dcz and marked",
 			resp.Header.Get("Content-Encoding"), resp.Header.Get("Use-As-Dictionary"))
+	}
+}
+
+// onlyReader hides bytes.Reader's WriteTo, so that io.Copy reaches the
+// writer's ReadFrom (as file_server's does).
+type onlyReader struct{ io.Reader }
+
+// TestStreamingWriters: a handler below that writes through ReadFrom
+// (io.Copy) and flushes through http.ResponseController reaches the
+// encoder, not the connection beneath it: over a real loopback server,
+// the client decodes the first half as soon as it is flushed, while the
+// handler still holds the rest; the whole response decodes, and is stored.
+func TestStreamingWriters(t *testing.T) {
+	h := provision(t, &Handler{Match: "/assets/app.*.js", DeltaCacheSize: DeltaCacheOff})
+	v1, v2 := sampleVersions(t)
+	serve(t, h, browserRequest("a.test", "/assets/app.1.js"), file(v1))
+	half := len(v2) / 2
+	release := make(chan struct{})
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Etag", `"v2"`)
+		if _, err := io.Copy(w, onlyReader{bytes.NewReader(v2[:half])}); err != nil {
+			return err
+		}
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			return err
+		}
+		<-release
+		_, err := io.Copy(w, onlyReader{bytes.NewReader(v2[half:])})
+		return err
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Host = "a.test"
+		r = r.WithContext(context.WithValue(r.Context(), caddyhttp.OriginalRequestCtxKey, *r))
+		if err := h.ServeHTTP(w, r, next); err != nil {
+			t.Error(err)
+		}
+	}))
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/assets/app.2.js", nil)
+	req.Header.Set("Accept-Encoding", "dcz")
+	req.Header.Set("Available-Dictionary", formatAvailableDictionary(sha256.Sum256(v1)))
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Encoding") != codingDCZ {
+		close(release)
+		t.Fatalf("Content-Encoding %q, want dcz", resp.Header.Get("Content-Encoding"))
+	}
+	gotHalf, done := make(chan error, 1), make(chan error, 1)
+	go func() {
+		header := make([]byte, len(magicDCZ)+hashSize)
+		if _, err := io.ReadFull(resp.Body, header); err != nil {
+			gotHalf <- err
+			return
+		}
+		dec, err := zstd.NewReader(resp.Body, zstd.WithDecoderDictRaw(0, v1), zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			gotHalf <- err
+			return
+		}
+		defer dec.Close()
+		first := make([]byte, half)
+		if _, err := io.ReadFull(dec, first); err != nil || !bytes.Equal(first, v2[:half]) {
+			gotHalf <- fmt.Errorf("first half: %v", err)
+			return
+		}
+		gotHalf <- nil
+		rest, err := io.ReadAll(dec)
+		if err == nil && !bytes.Equal(rest, v2[half:]) {
+			err = errors.New("the second half differs")
+		}
+		done <- err
+	}()
+	select {
+	case err := <-gotHalf:
+		close(release)
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("the flushed half did not reach the client")
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the response did not end")
+	}
+	srv.Close() // waits for the handler to return
+	if _, ok := h.store.lookup("http://a.test", sha256.Sum256(v2)); !ok {
+		t.Fatal("the streamed body was not stored as a dictionary")
 	}
 }
