@@ -263,7 +263,19 @@ func TestMarkingRules(t *testing.T) {
 func TestUnknownLengthOverMaxSize(t *testing.T) {
 	h := provision(t, &Handler{Match: "/a*", MaxSize: 1 << 10, StoreSize: 1 << 20})
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<7) // 2 KiB
-	resp := serve(t, h, browserRequest("a.test", "/a"), file(big))
+	// The budget comes back as soon as the body passes max_size, not when
+	// it ends (a stream, or a slow client, would hold it).
+	var during int64
+	resp := serve(t, h, browserRequest("a.test", "/a"), caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		if _, err := w.Write(big); err != nil {
+			return err
+		}
+		during = h.store.captureBudget.Load()
+		return nil
+	}))
+	if during != 1<<20 {
+		t.Errorf("capture budget %d while the over-long body is still being sent, want all of it back (%d)", during, 1<<20)
+	}
 	if !bytes.Equal(readBody(t, resp), big) {
 		t.Fatal("body changed")
 	}

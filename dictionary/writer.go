@@ -218,6 +218,13 @@ func (rw *responseWriter) Write(p []byte) (int, error) {
 	}
 	if rw.body != nil {
 		rw.body.Write(p)
+		if rw.body.overflow {
+			// Past max_size: nothing will be stored, so the budget goes
+			// back now, not when a long or slowly read body ends.
+			rw.body = nil
+			rw.h.store.release(rw.reserved)
+			rw.reserved = 0
+		}
 	}
 	switch rw.mode {
 	case compressing:
