@@ -73,6 +73,17 @@ func file(body []byte, header ...string) caddyhttp.Handler {
 	})
 }
 
+// serveContent answers body as file_server does (http.ServeContent:
+// ranges, conditionals, ETag).
+func serveContent(body []byte) caddyhttp.Handler {
+	return caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "text/javascript")
+		w.Header().Set("Etag", fmt.Sprintf(`"%x"`, sha256.Sum256(body)))
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
+		return nil
+	})
+}
+
 func serve(t testing.TB, h *Handler, r *http.Request, next caddyhttp.Handler) *http.Response {
 	t.Helper()
 	rec := httptest.NewRecorder()
@@ -196,6 +207,11 @@ func TestMisses(t *testing.T) {
 	}))
 	missCase(t, h, missIneligible, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail), file(v2, "Content-Encoding", "gzip"))
 	missCase(t, h, missIneligible, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail), file(v2, "Cache-Control", "no-transform"))
+	// A range (http.ServeContent, as file_server answers it): 206, never a delta.
+	resp = missCase(t, h, missIneligible, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail, "Range", "bytes=0-99"), serveContent(v2))
+	if resp.StatusCode != http.StatusPartialContent || !bytes.Equal(readBody(t, resp), v2[:100]) {
+		t.Fatalf("range: status %d, want 206 with the first 100 bytes", resp.StatusCode)
+	}
 	head := browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail)
 	head.Method = http.MethodHead
 	missCase(t, h, missIneligible, head, file(v2))
@@ -242,6 +258,7 @@ func TestMarkingRules(t *testing.T) {
 		{"cross-site no-cors", browserRequest("a.test", "/assets/app.1.js", "Sec-Fetch-Site", "cross-site"), file(v1), false},
 		{"same-site no-cors", browserRequest("a.test", "/assets/app.1.js", "Sec-Fetch-Site", "same-site"), file(v1), false},
 		{"Authorization", browserRequest("a.test", "/assets/app.1.js", "Authorization", "Bearer x"), file(v1), false},
+		{"range", browserRequest("a.test", "/assets/app.1.js", "Range", "bytes=0-99"), serveContent(v1), false},
 		{"tiny", browserRequest("a.test", "/assets/app.1.js"), file([]byte("x"), "Content-Length", "1"), false},
 		{"cross-site cors allowed", browserRequest("a.test", "/assets/app.1.js", "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "cors", "Origin", "https://x.test"), file(v1, "Access-Control-Allow-Origin", "*"), true},
 	} {
