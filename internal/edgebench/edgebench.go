@@ -193,7 +193,8 @@ type Result struct {
 	Warmup  int
 	Samples []Sample
 	Errors  int
-	// Statuses counts responses by status code.
+	// Statuses counts responses by status code; codes outside 100..999
+	// under StatusMalformed (see statusKey).
 	Statuses                                  map[int]int
 	DNS, Connect, TLS, Handshake, TTFB, Total Stats // Handshake = Connect+TLS per sample
 	// BodyBytes is the median body size of the successful samples.
@@ -305,6 +306,21 @@ func primeTickets(ctx context.Context, cfg *Config) (classTickets, error) {
 	return tickets, nil
 }
 
+// StatusMalformed is the Statuses key of responses whose status code is
+// outside 100..999.
+const StatusMalformed = 0
+
+// statusKey is the Statuses key of a response's status code. The h2 and h3
+// clients accept any integer as :status, so a server sending a new code in
+// every response would otherwise grow a load run's Statuses map without
+// bound; three digits, as HTTP/1.1 requires, bound it to 900 keys.
+func statusKey(code int) int {
+	if code < 100 || code > 999 {
+		return StatusMalformed
+	}
+	return code
+}
+
 func (r *Result) summarize() {
 	var dns, connect, tlsd, handshake, ttfb, total []time.Duration
 	var bodies []int64
@@ -316,7 +332,7 @@ func (r *Result) summarize() {
 			r.Errors++
 			continue
 		}
-		r.Statuses[s.Status]++
+		r.Statuses[statusKey(s.Status)]++
 		dns = append(dns, s.DNS)
 		connect = append(connect, s.Connect)
 		tlsd = append(tlsd, s.TLS)

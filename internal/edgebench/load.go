@@ -41,7 +41,7 @@ type LoadResult struct {
 	// Scheduled is floor(Rate*Duration); Sent how many were started (fewer
 	// only when ctx ended the run early).
 	Scheduled, Sent int
-	// Completed responses (any status), Errors (no response or a broken
+	// Completed responses (any status; Statuses as in [Result]), Errors (no response or a broken
 	// body), by kind: timeout, refused, reset, tls, body, canceled, other.
 	Completed, Errors int
 	ErrorKinds        map[string]int
@@ -210,7 +210,7 @@ func (a *loadAggregate) add(s Sample) {
 	if a.res.Statuses == nil {
 		a.res.Statuses = map[int]int{}
 	}
-	a.res.Statuses[s.Status]++
+	a.res.Statuses[statusKey(s.Status)]++
 	a.res.Completed++
 	a.latency.Record(s.Total)
 	a.recent.Record(s.Total)

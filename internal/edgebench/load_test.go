@@ -176,3 +176,25 @@ func TestLoadServerTimingNamesBounded(t *testing.T) {
 		t.Errorf("%d durations counted for %d responses; other %+v", total, res.Completed, res.ServerTiming[timingOther])
 	}
 }
+
+// A server sending a new :status in every response (h2 and h3 clients
+// accept any integer) cannot grow a load run's Statuses map: codes outside
+// 100..999 are counted under StatusMalformed, and every response once.
+func TestLoadStatusesBounded(t *testing.T) {
+	res := &LoadResult{}
+	agg := &loadAggregate{timings: timingHistograms{}, res: res}
+	for range loadShards {
+		agg.classes = append(agg.classes, newClassAggregate(time.Now()))
+	}
+	const n = 5000
+	for i := range n {
+		agg.started()
+		agg.add(Sample{Status: 1000 + i})
+	}
+	agg.started()
+	agg.add(Sample{Status: 200})
+	agg.summarize()
+	if len(res.Statuses) != 2 || res.Statuses[StatusMalformed] != n || res.Statuses[200] != 1 || res.Completed != n+1 {
+		t.Errorf("%d status keys (%d malformed, %d x 200) for %d responses; want 2 keys: %d malformed, 1 x 200", len(res.Statuses), res.Statuses[StatusMalformed], res.Statuses[200], res.Completed, n)
+	}
+}
