@@ -36,12 +36,12 @@ type ReportTarget struct {
 	Timeline         []TimelineSecond
 }
 
-// AddResult adds a probe result under name (its label if empty).
+// AddResult adds a probe result under name (A, B, ... by position if empty).
 func (r *Report) AddResult(name string, res *Result) {
 	r.Targets = append(r.Targets, ReportTarget{name, res.Config.Label(), res.Config.URL, res.Outcomes, res.ClassErrors, res.Timeline})
 }
 
-// AddLoad adds a load result under name (its label if empty).
+// AddLoad adds a load result under name (A, B, ... by position if empty).
 func (r *Report) AddLoad(name string, res *LoadResult) {
 	r.Targets = append(r.Targets, ReportTarget{name, res.Config.Label(), res.Config.URL, res.Outcomes, res.ClassErrors, res.Timeline})
 }
