@@ -102,7 +102,11 @@ func labEarlyData(t *testing.T, popURL, phone string, origin *labEarlyLog) {
 			t.Fatalf("read the response: %v", err)
 		}
 		io.Copy(io.Discard, resp.Body)
-		<-conn.HandshakeComplete()
+		select {
+		case <-conn.HandshakeComplete():
+		case <-ctx.Done():
+			t.Fatalf("POST %s: QUIC handshake not complete after the response: %v", path, ctx.Err())
+		}
 		return resp.StatusCode, conn.ConnectionState().Used0RTT
 	}
 

@@ -270,9 +270,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 const ticketWait = time.Second
 
 // classTickets are the session caches of the classes that resume, one per
-// class: a QUIC ticket stored by a connection dialed without 0-RTT carries
-// no 0-RTT parameters, so the resumed class's tickets would stop the 0rtt
-// class from sending early data.
+// class, each primed by a connection of its class. (Whether a QUIC ticket
+// allows 0-RTT is the server's choice, not how the storing connection was
+// dialed: the lab's early-data check resumes in 0-RTT from a ticket that a
+// plain Dial stored.)
 type classTickets map[Class]*ticketCache
 
 // primeTickets sends one unmeasured request per resuming class of the mix,
