@@ -219,9 +219,8 @@ func TestLoadMix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// One priming request per resuming class: 0rtt keeps tickets of its
-	// own (a ticket from a resumed connection would carry no 0-RTT
-	// parameters, and some 0rtt requests would come out "0rtt refused").
+	// One priming request per resuming class: each keeps tickets of its
+	// own.
 	if res.Warmup != 2 {
 		t.Errorf("warmup %d, want 2 (resumed and 0rtt primed apart)", res.Warmup)
 	}
