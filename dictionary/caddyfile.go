@@ -2,6 +2,7 @@ package dictionary
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -29,6 +30,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 	return m, nil
 }
 
+// subdirectives are the options of the directive's block.
+var subdirectives = []string{"match", "match_dest", "id", "encodings", "max_size", "store_size", "delta_cache_size", "zstd_level", "dcb_quality", "dcb_window", "max_encoders"}
+
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 // A first argument starting with "/" is the route's path matcher (Caddy
@@ -52,6 +56,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
 	if d.NextArg() {
 		h.Match = d.Val()
+		if err := checkPattern(h.Match); err != nil {
+			return d.Errf("dictionary: %v", err)
+		}
 		if d.NextArg() {
 			return d.ArgErr()
 		}
@@ -59,89 +66,71 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	for d.NextBlock(0) {
 		opt := d.Val()
 		args := d.RemainingArgs()
-		one := func() (string, error) {
-			if len(args) != 1 {
-				return "", d.Errf("dictionary: %s: want one value, got %d", opt, len(args))
-			}
-			return args[0], nil
+		if !slices.Contains(subdirectives, opt) {
+			return d.Errf("dictionary: unknown subdirective %q (want %s)", opt, strings.Join(subdirectives, ", "))
 		}
+		if opt != "match_dest" && opt != "encodings" && len(args) != 1 {
+			return d.Errf("dictionary: %s: want one value, got %d", opt, len(args))
+		}
+		var err error // the value refused by its check (options.go)
 		switch opt {
 		case "match":
 			if h.Match != "" {
 				return d.Err("dictionary: match already specified")
 			}
-			v, err := one()
-			if err != nil {
-				return err
-			}
-			h.Match = v
+			h.Match = args[0]
+			err = checkPattern(h.Match)
 		case "match_dest":
 			if len(args) == 0 {
 				return d.ArgErr()
 			}
 			h.MatchDest = append(h.MatchDest, args...)
+			err = checkMatchDest(h.MatchDest)
 		case "id":
-			v, err := one()
-			if err != nil {
-				return err
-			}
-			h.ID = v
+			h.ID = args[0]
+			err = checkID(h.ID)
 		case "encodings":
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			h.Encodings = args
+			h.Encodings = lowerAll(args)
+			err = checkEncodings(h.Encodings)
 		case "max_size", "store_size", "delta_cache_size":
-			v, err := one()
-			if err != nil {
-				return err
-			}
-			if opt == "delta_cache_size" && v == "off" {
+			if opt == "delta_cache_size" && args[0] == "off" {
 				h.DeltaCacheSize = DeltaCacheOff
 				continue
 			}
-			size, err := humanize.ParseBytes(v)
-			if err != nil || size == 0 {
-				return d.Errf("dictionary: %s %q: must be a size such as 4MiB", opt, v)
+			size, perr := humanize.ParseBytes(args[0])
+			if perr != nil || size == 0 {
+				return d.Errf("dictionary: %s %q: must be a size such as 4MiB", opt, args[0])
 			}
 			n := int64(min(size, math.MaxInt64))
 			switch opt {
 			case "max_size":
-				h.MaxSize = n
+				h.MaxSize, err = n, checkMaxSize(n)
 			case "store_size":
+				// Checked against max_size and the encodings by Validate,
+				// once every option is read.
 				h.StoreSize = n
 			default:
-				h.DeltaCacheSize = n
+				h.DeltaCacheSize, err = n, checkDeltaCacheSize(n)
 			}
 		case "zstd_level":
-			v, err := one()
-			if err != nil {
-				return err
-			}
-			h.ZstdLevel = ZstdLevel(strings.ToLower(v))
+			h.ZstdLevel, err = parseZstdLevel(strings.ToLower(args[0]))
 		case "dcb_quality", "dcb_window", "max_encoders":
-			v, err := one()
-			if err != nil {
-				return err
-			}
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return d.Errf("dictionary: %s %q: not a number", opt, v)
+			n, perr := strconv.Atoi(args[0])
+			if perr != nil {
+				return d.Errf("dictionary: %s %q: not a number", opt, args[0])
 			}
 			switch opt {
 			case "dcb_quality":
-				h.DCBQuality = n
+				h.DCBQuality, err = n, checkDCBQuality(n)
 			case "dcb_window":
-				h.DCBWindow = n
+				h.DCBWindow, err = n, checkDCBWindow(n)
 			default:
-				h.MaxEncoders = n
+				h.MaxEncoders, err = n, checkMaxEncoders(n)
 			}
-		default:
-			return d.Errf("dictionary: unknown subdirective %q (want match, match_dest, id, encodings, max_size, store_size, delta_cache_size, zstd_level, dcb_quality, dcb_window or max_encoders)", opt)
+		}
+		if err != nil {
+			return d.Errf("dictionary: %v", err)
 		}
 	}
 	return nil
 }
-
-// Interface guard.
-var _ caddyfile.Unmarshaler = (*Handler)(nil)

@@ -62,3 +62,27 @@ func TestCaddyfileErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestCaddyfileErrorsNameTheLine: a value out of range is refused while the
+// Caddyfile is adapted, with its line, by the same check Validate makes for
+// JSON (options.go). store_size depends on other options and is checked by
+// Validate once all are read.
+func TestCaddyfileErrorsNameTheLine(t *testing.T) {
+	for _, opt := range []string{
+		"match /a/:id", "match_dest \"a b\"", "id \"a b\"", "encodings gzip", "max_size 1GiB",
+		"delta_cache_size 100GiB", "zstd_level 19", "dcb_quality 1", "dcb_window 25", "max_encoders 0",
+	} {
+		caddyfileText := ":8080 {\n\tdictionary {\n\t\tmatch /a/*\n\t\t" + opt + "\n\t}\n\trespond ok\n}\n"
+		if strings.HasPrefix(opt, "match ") {
+			caddyfileText = ":8080 {\n\tdictionary {\n\t\t" + opt + "\n\t}\n\trespond ok\n}\n"
+		}
+		_, err := adapttest.Adapt(caddyfileText)
+		line := ":4"
+		if strings.HasPrefix(opt, "match ") {
+			line = ":3"
+		}
+		if err == nil || !strings.Contains(err.Error(), "Caddyfile"+line) || !strings.Contains(err.Error(), strings.Fields(opt)[0]) {
+			t.Errorf("%s: adapting gave %v; want a refusal of %s at Caddyfile%s", opt, err, strings.Fields(opt)[0], line)
+		}
+	}
+}

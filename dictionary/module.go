@@ -17,15 +17,11 @@ package dictionary
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/klauspost/compress/zstd"
-	brrr "github.com/molecule-man/go-brrr"
 	"go.uber.org/zap"
-
-	"github.com/caddy-edgekit/edgekit/internal/enum"
 )
 
 func init() {
@@ -52,19 +48,6 @@ const (
 	maxIDLen     = 1024
 	maxEncoders  = 4096
 )
-
-// ZstdLevel is the Zstandard encoder level of dcz.
-type ZstdLevel string
-
-// The Zstandard levels klauspost/compress offers.
-const (
-	ZstdFastest ZstdLevel = "fastest"
-	ZstdDefault ZstdLevel = "default"
-	ZstdBetter  ZstdLevel = "better"
-	ZstdBest    ZstdLevel = "best"
-)
-
-var zstdLevels = []ZstdLevel{ZstdFastest, ZstdDefault, ZstdBetter, ZstdBest}
 
 // Handler marks responses as compression dictionaries and compresses later
 // responses against them.
@@ -146,9 +129,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if len(h.Encodings) == 0 {
 		h.Encodings = []string{codingDCZ, codingDCB}
 	}
-	for i, e := range h.Encodings {
-		h.Encodings[i] = strings.ToLower(e)
-	}
+	lowerAll(h.Encodings)
 	if h.MaxSize == 0 {
 		h.MaxSize = DefaultMaxSize
 	}
@@ -214,55 +195,25 @@ func (h *Handler) storeIdentity() string {
 	return string(b)
 }
 
-// Validate refuses a configuration that makes no sense.
+// Validate refuses a configuration that makes no sense, with the checks
+// the Caddyfile parser makes too (options.go).
 func (h *Handler) Validate() error {
-	if err := checkPattern(h.Match); err != nil {
-		return fmt.Errorf("dictionary: %w", err)
-	}
-	if len(h.MatchDest) > maxDests {
-		return fmt.Errorf("dictionary: match_dest: %d destinations, at most %d", len(h.MatchDest), maxDests)
-	}
-	for _, d := range h.MatchDest {
-		if err := checkToken("match_dest", d, 64); err != nil {
-			return fmt.Errorf("dictionary: %w (a Sec-Fetch-Dest value such as script or style)", err)
-		}
-	}
-	if h.ID != "" {
-		if err := checkToken("id", h.ID, maxIDLen); err != nil {
+	for _, err := range []error{
+		checkPattern(h.Match),
+		checkMatchDest(h.MatchDest),
+		checkID(h.ID),
+		checkEncodings(h.Encodings),
+		checkMaxSize(h.MaxSize),
+		checkStoreSize(h.StoreSize, h.MaxSize, h.offers(codingDCB)),
+		checkDeltaCacheSize(h.DeltaCacheSize),
+		checkZstdLevel(h.ZstdLevel),
+		checkDCBQuality(h.DCBQuality),
+		checkDCBWindow(h.DCBWindow),
+		checkMaxEncoders(h.MaxEncoders),
+	} {
+		if err != nil {
 			return fmt.Errorf("dictionary: %w", err)
 		}
-	}
-	if len(h.Encodings) == 0 || len(h.Encodings) > 2 {
-		return fmt.Errorf("dictionary: encodings: want dcz, dcb or both, in order of preference")
-	}
-	for i, e := range h.Encodings {
-		if e != codingDCZ && e != codingDCB {
-			return fmt.Errorf("dictionary: encodings: %q: must be dcz or dcb", e)
-		}
-		if i > 0 && h.Encodings[0] == e {
-			return fmt.Errorf("dictionary: encodings: %s listed twice", e)
-		}
-	}
-	if h.MaxSize < minMaxSize || h.MaxSize > maxMaxSize {
-		return fmt.Errorf("dictionary: max_size %d: must be %d..%d bytes (1KiB..64MiB)", h.MaxSize, minMaxSize, maxMaxSize)
-	}
-	if need := dictCost(int(h.MaxSize), h.offers(codingDCB)) + 1024; h.StoreSize < need || h.StoreSize > maxStoreSize {
-		return fmt.Errorf("dictionary: store_size %d: must hold one dictionary of max_size (%d): at least %d bytes (with dcb, the Brotli tables count 320KiB + 3.2 bytes per byte), at most 64GiB", h.StoreSize, h.MaxSize, need)
-	}
-	if h.DeltaCacheSize < DeltaCacheOff || h.DeltaCacheSize > maxStoreSize {
-		return fmt.Errorf("dictionary: delta_cache_size %d: must be a size up to 64GiB, or off", h.DeltaCacheSize)
-	}
-	if _, err := enum.Parse(string(h.ZstdLevel), zstdLevels...); err != nil {
-		return fmt.Errorf("dictionary: zstd_level %w", err)
-	}
-	if h.DCBQuality < 2 || h.DCBQuality > brrr.BestCompression {
-		return fmt.Errorf("dictionary: dcb_quality %d: must be 2..11 (Brotli compound dictionaries need 2 or more; default %d)", h.DCBQuality, DefaultDCBQuality)
-	}
-	if h.DCBWindow < 10 || h.DCBWindow > dcbMaxLGWin {
-		return fmt.Errorf("dictionary: dcb_window %d: must be 10..24 (log2 of bytes; RFC 9842 allows at most 16 MiB; default %d)", h.DCBWindow, DefaultDCBWindow)
-	}
-	if h.MaxEncoders < 1 || h.MaxEncoders > maxEncoders {
-		return fmt.Errorf("dictionary: max_encoders %d: must be 1..%d (responses compressed against a dictionary at once, each holding an encoder of several MiB; default %d)", h.MaxEncoders, maxEncoders, DefaultMaxEncoders)
 	}
 	return nil
 }
