@@ -216,44 +216,21 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Config: cfg}
-	var warm *client
-	var err error
-	fresh := cfg.Cold || len(cfg.Mix) > 0
-	var tickets classTickets
-	switch {
-	case cfg.Mix.needsTicket():
-		if tickets, err = primeTickets(ctx, &cfg); err != nil {
-			return nil, err
-		}
-		res.Warmup = len(tickets)
-	case !fresh:
-		if warm, err = openWarm(ctx, &cfg); err != nil {
-			return nil, err
-		}
-		defer warm.close()
-		res.Warmup = 1
+	conns, err := openConnections(ctx, &cfg)
+	if err != nil {
+		return nil, err
 	}
-	var picker *mixPicker
-	if len(cfg.Mix) > 0 {
-		picker = newMixPicker(cfg.Mix)
-	}
+	defer conns.close()
+	res.Warmup = conns.warmup
 	agg := newClassAggregate(time.Now())
 	for range cfg.Requests {
 		if err = ctx.Err(); err != nil {
 			break
 		}
-		var class Class
-		if picker != nil {
-			class = picker.next()
-		}
-		c := warm
-		if fresh {
-			c = newClient(&cfg, class, tickets)
-		}
+		class := conns.pick()
+		c, done := conns.client(class)
 		s := c.do(ctx, &cfg, class, time.Now())
-		if fresh {
-			c.close()
-		}
+		done()
 		agg.add(s, time.Now())
 		res.Samples = append(res.Samples, s)
 		if cfg.OnSample != nil {
@@ -263,6 +240,64 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Outcomes, res.ClassErrors, res.Timeline = agg.summarize()
 	res.summarize()
 	return res, err
+}
+
+// connections hands each request of a run its client: the one warm
+// connection every request shares, or, in cold runs and mixes, a fresh
+// connection of the request's class, resuming from the tickets primed for
+// its class.
+type connections struct {
+	cfg     *Config
+	warm    *client // nil when every request gets a fresh connection
+	tickets classTickets
+	picker  *mixPicker // nil without a mix
+	warmup  int        // unmeasured requests sent to open or prime
+}
+
+func openConnections(ctx context.Context, cfg *Config) (*connections, error) {
+	cs := &connections{cfg: cfg}
+	if len(cfg.Mix) > 0 {
+		cs.picker = newMixPicker(cfg.Mix)
+	}
+	var err error
+	switch {
+	case cfg.Mix.needsTicket():
+		if cs.tickets, err = primeTickets(ctx, cfg); err != nil {
+			return nil, err
+		}
+		cs.warmup = len(cs.tickets)
+	case !cfg.Cold && len(cfg.Mix) == 0:
+		if cs.warm, err = openWarm(ctx, cfg); err != nil {
+			return nil, err
+		}
+		cs.warmup = 1
+	}
+	return cs, nil
+}
+
+// pick is the class of the next request: the mix's next, or the run's own
+// (the zero Class) without a mix. Only the scheduling goroutine calls it.
+func (cs *connections) pick() Class {
+	if cs.picker == nil {
+		return ""
+	}
+	return cs.picker.next()
+}
+
+// client returns the client for a request of class, and what to call once
+// the request is done (closing a fresh connection).
+func (cs *connections) client(class Class) (c *client, done func()) {
+	if cs.warm != nil {
+		return cs.warm, func() {}
+	}
+	c = newClient(cs.cfg, class, cs.tickets)
+	return c, c.close
+}
+
+func (cs *connections) close() {
+	if cs.warm != nil {
+		cs.warm.close()
+	}
 }
 
 // ticketWait bounds how long a run waits for a priming request's session

@@ -89,27 +89,12 @@ func Load(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		return nil, fmt.Errorf("edgebench: rate %v for %v schedules no request: raise the rate or the duration", cfg.Rate, cfg.Duration)
 	}
 
-	var shared *client
-	fresh := cfg.Cold || len(cfg.Mix) > 0
-	var tickets classTickets
-	var err error
-	switch {
-	case cfg.Mix.needsTicket():
-		if tickets, err = primeTickets(ctx, &cfg.Config); err != nil {
-			return nil, err
-		}
-		res.Warmup = len(tickets)
-	case !fresh:
-		if shared, err = openWarm(ctx, &cfg.Config); err != nil {
-			return nil, err
-		}
-		defer shared.close()
-		res.Warmup = 1
+	conns, err := openConnections(ctx, &cfg.Config)
+	if err != nil {
+		return nil, err
 	}
-	var picker *mixPicker
-	if len(cfg.Mix) > 0 {
-		picker = newMixPicker(cfg.Mix)
-	}
+	defer conns.close()
+	res.Warmup = conns.warmup
 
 	start := time.Now()
 	agg := &loadAggregate{timings: timingHistograms{}, res: res}
@@ -138,16 +123,10 @@ schedule:
 		lastStart = time.Now()
 		res.MaxStartLag = max(res.MaxStartLag, lastStart.Sub(due))
 		agg.started()
-		var class Class
-		if picker != nil {
-			class = picker.next()
-		}
+		class := conns.pick()
 		wg.Go(func() {
-			c := shared
-			if fresh {
-				c = newClient(&cfg.Config, class, tickets)
-				defer c.close()
-			}
+			c, done := conns.client(class)
+			defer done()
 			agg.add(c.do(ctx, &cfg.Config, class, due))
 		})
 	}
