@@ -28,9 +28,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	viaEdge := res.viaEdge()
 	peer := addrString(res.peer, res.peerText)
 	client := peer
+	// Whatever the path, the only client-address headers that go further
+	// are the ones written here from the resolved client (see rewriteChain).
 	if viaEdge {
 		client = addrString(res.client, res.clientText)
-		cleanXFF(r.Header, &res, client)
+		rewriteChain(r.Header, &res, client, h.resolver.header)
+		for _, name := range h.stripTrusted {
+			delete(r.Header, name)
+		}
 	} else {
 		for _, name := range h.strip {
 			delete(r.Header, name)
