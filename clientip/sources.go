@@ -80,9 +80,13 @@ func inSourcePrefixes(prefixes []netip.Prefix, addr netip.Addr) bool {
 //
 // A single prefix covering everything is looked for on every request (a
 // loop over what the matching reads anyway). A union is found by a sort and
-// a sweep, which allocate, so its verdict is kept for the slice it was made
-// for: sources hand out the same slice until they refresh, so the sweep runs
-// once per refresh, and a request costs no allocation.
+// a sweep, which allocate, so its verdict is kept with a copy of the answer
+// it was made for, and reused while the source's answer has the same
+// contents: sources hand out the same ranges until they refresh, so the
+// sweep runs once per refresh, and a request costs a comparison and no
+// allocation. The verdict is keyed by content, never by the slice's
+// address: a source that rewrites its slice in place (same array, same
+// length, new ranges) must not inherit the old verdict.
 type rangeGuard struct {
 	last     atomic.Pointer[rangeVerdict]
 	lastLog  atomic.Int64 // unix nanoseconds of the last log line
@@ -90,9 +94,8 @@ type rangeGuard struct {
 }
 
 type rangeVerdict struct {
-	first  *netip.Prefix // the slice the verdict is for: its first element and length
-	n      int
-	family string // "" when it does not cover every address
+	ranges []netip.Prefix // a copy of the answer the verdict is for
+	family string         // "" when it does not cover every address
 }
 
 // coversEverything returns the family ("IPv4", "IPv6") whose every address
@@ -112,15 +115,16 @@ func (g *rangeGuard) coversEverything(ranges []netip.Prefix) string {
 			return "IPv4" // ::ffff:0:0/96 and wider mapped blocks hold all of IPv4
 		}
 	}
-	if v := g.last.Load(); v != nil && v.first == &ranges[0] && v.n == len(ranges) {
+	if v := g.last.Load(); v != nil && slices.Equal(v.ranges, ranges) {
 		return v.family
 	}
-	unmapped := make([]netip.Prefix, len(ranges))
-	for i, p := range ranges {
+	kept := slices.Clone(ranges)
+	unmapped := make([]netip.Prefix, len(kept))
+	for i, p := range kept {
 		unmapped[i] = unmapPrefix(p)
 	}
 	family, _ := coversEverything(unmapped)
-	g.last.Store(&rangeVerdict{first: &ranges[0], n: len(ranges), family: family})
+	g.last.Store(&rangeVerdict{ranges: kept, family: family})
 	return family
 }
 
