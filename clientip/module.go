@@ -113,6 +113,7 @@ type Handler struct {
 	resolver     resolver
 	signer       *signer
 	sourceName   string   // module ID of trusted_proxies_source; "" without one
+	replayKey    string   // the shared record of used assertions held; "" when none
 	strip        []string // canonical names removed not through the edge
 	stripTrusted []string // canonical names removed through the edge
 	counters     *counters
@@ -147,6 +148,13 @@ type Verify struct {
 	// How long after signing an assertion is accepted, 2s..5m. Default
 	// 30s. A PoP's clock may run up to 5s ahead of this one.
 	MaxAge *caddy.Duration `json:"max_age,omitempty"`
+	// Each assertion is accepted once: up to this many accepted
+	// assertions are remembered until they expire, 1024..16000000,
+	// default 1000000. Give at least the signed requests per second times
+	// 1.2 x max_age + 5s (the default holds 24,000 per second with max_age
+	// 30s). When it is full, further assertions are refused
+	// (assertion_replay_cache_full) until remembered ones expire.
+	ReplayCacheSize int `json:"replay_cache_size,omitempty"`
 }
 
 // AssertionKey is an HMAC-SHA256 key and the id assertions name it by.
@@ -342,6 +350,7 @@ func (h *Handler) Validate() error {
 var (
 	_ caddy.Provisioner           = (*Handler)(nil)
 	_ caddy.Validator             = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 	_ caddyfile.Unmarshaler       = (*Handler)(nil)
 )

@@ -36,17 +36,20 @@ const (
 	reasonTooLong                // what had to be parsed exceeds maxChainFields fields or maxChainBytes bytes
 	reasonSourceCoversAll        // trusted_proxies_source returned ranges covering every address
 
-	reasonAssertionMissing      // verify: no assertion header
-	reasonAssertionMalformed    // verify: not the v1 format, or sent twice
-	reasonAssertionUnknownKey   // verify: kid names no configured key
-	reasonAssertionBadSignature // verify: the MAC does not match (tampered, or another request's)
-	reasonAssertionExpired      // verify: signed more than max_age ago
-	reasonAssertionFuture       // verify: signed more than futureSkew ahead of this clock
+	reasonAssertionMissing         // verify: no assertion header
+	reasonAssertionMalformed       // verify: not the v1 format, or sent twice
+	reasonAssertionUnknownKey      // verify: kid names no configured key
+	reasonAssertionBadSignature    // verify: the MAC does not match (tampered, or another request's)
+	reasonAssertionExpired         // verify: signed more than max_age ago
+	reasonAssertionFuture          // verify: signed more than futureSkew ahead of this clock
+	reasonAssertionReplayed        // verify: accepted once already (single use)
+	reasonAssertionReplayCacheFull // verify: the record of used assertions is full, so single use cannot be proven
 	numReasons
 )
 
 var reasonNames = [numReasons]string{"", "secret", "untrusted_hop", "short_chain", "invalid_address", "too_long", "source_covers_everything",
-	"assertion_missing", "assertion_malformed", "assertion_unknown_key", "assertion_bad_signature", "assertion_expired", "assertion_future"}
+	"assertion_missing", "assertion_malformed", "assertion_unknown_key", "assertion_bad_signature", "assertion_expired", "assertion_future",
+	"assertion_replayed", "assertion_replay_cache_full"}
 
 func (r reason) String() string { return reasonNames[r] }
 
