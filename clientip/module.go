@@ -152,8 +152,8 @@ type Verify struct {
 	// assertions are remembered until they expire, 1024..16000000,
 	// default 1000000. Give at least the signed requests per second times
 	// 1.2 x max_age + 5s (the default holds 24,000 per second with max_age
-	// 30s). When it is full, further assertions are refused
-	// (assertion_replay_cache_full) until remembered ones expire.
+	// 30s), about 50 bytes each. When it is full, further assertions are
+	// refused (assertion_replay_cache_full) until remembered ones expire.
 	ReplayCacheSize int `json:"replay_cache_size,omitempty"`
 }
 
