@@ -64,8 +64,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	h.counters.requests[res.source].Inc()
 	if res.untrusted() {
 		h.counters.untrusted[res.reason].Inc()
-		if res.reason == reasonSourceCoversAll {
+		switch res.reason {
+		case reasonSourceCoversAll:
 			h.logSourceCoversAll(res.coveredFamily)
+		case reasonAssertionReplayCacheFull:
+			h.logReplayCacheFull()
 		}
 		switch h.Untrusted {
 		case UntrustedObserve:
@@ -150,4 +153,16 @@ func (h *Handler) logSourceCoversAll(family string) {
 	}
 	h.logger.Error("trusted_proxies_source returned ranges covering every address; not believed: requests are judged not to have come through the edge until it returns the edge's own ranges",
 		zap.String("source", h.sourceName), zap.String("covers", family), zap.Uint64("requests_since_last_report", refused))
+}
+
+// logReplayCacheFull reports a full record of used assertions, at most once
+// per logInterval: it lasts until remembered assertions expire.
+func (h *Handler) logReplayCacheFull() {
+	v := h.resolver.verify
+	due, refused := v.used.full.shouldLog(time.Now())
+	if !due {
+		return
+	}
+	h.logger.Error("verify: the record of used assertions is full; assertions are refused until remembered ones expire: raise replay_cache_size (at least the signed requests per second times 1.2 x max_age + 5s)",
+		zap.Int("replay_cache_size", h.Verify.ReplayCacheSize), zap.Duration("max_age", v.maxAge), zap.Uint64("requests_since_last_report", refused))
 }

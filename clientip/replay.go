@@ -38,6 +38,7 @@ import (
 // twice its share, so what stays allocated is bounded by about three times
 // size entries.
 type replayCache struct {
+	full     logThrottle // the log line about refusals while full
 	shards   [replayShards]replayShard
 	width    int64 // seconds of signing time per generation
 	perShard int   // entries a shard may hold

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // An assertion is accepted once: presented again within max_age, on its own
@@ -65,6 +67,8 @@ func TestReplayCacheFullRefusesThenRecovers(t *testing.T) {
 	h := provision(t, `{"trusted_proxies":["10.0.0.0/8"],"untrusted":"reject","verify":{"keys":[{"id":"k1","secret":"`+testKey1+`"}],"max_age":"10s","replay_cache_size":1024}}`)
 	at := testEpoch
 	h.resolver.verify.now = func() time.Time { return at }
+	core, logs := observer.New(zap.ErrorLevel)
+	h.logger = zap.New(core)
 	pop := popHandler(t, "k1", testKey1)
 	const target = "http://shop.example/p?n="
 
@@ -84,6 +88,9 @@ func TestReplayCacheFullRefusesThenRecovers(t *testing.T) {
 	// 64 shards of 16 each: the record fills, unevenly, at 1024 at most.
 	if accepted > 1024 || accepted < 512 || full != 4096-accepted {
 		t.Errorf("accepted %d, refused as full %d, want at most 1024 accepted and the rest refused", accepted, full)
+	}
+	if n := logs.FilterMessageSnippet("the record of used assertions is full").Len(); n != 1 {
+		t.Errorf("%d log lines about the full record for %d refusals, want 1 per %v", n, full, logInterval)
 	}
 	// The first accepted are still remembered: a replay is a replay even
 	// when full.

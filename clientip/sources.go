@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"slices"
 	"sync/atomic"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -88,9 +87,8 @@ func inSourcePrefixes(prefixes []netip.Prefix, addr netip.Addr) bool {
 // address: a source that rewrites its slice in place (same array, same
 // length, new ranges) must not inherit the old verdict.
 type rangeGuard struct {
-	last     atomic.Pointer[rangeVerdict]
-	lastLog  atomic.Int64 // unix nanoseconds of the last log line
-	rejected atomic.Uint64
+	last atomic.Pointer[rangeVerdict]
+	logThrottle
 }
 
 type rangeVerdict struct {
@@ -126,25 +124,6 @@ func (g *rangeGuard) coversEverything(ranges []netip.Prefix) string {
 	family, _ := coversEverything(unmapped)
 	g.last.Store(&rangeVerdict{ranges: kept, family: family})
 	return family
-}
-
-// logInterval spaces the log lines about a source that covers everything:
-// the condition lasts until the source refreshes, and a line per request
-// would flood the log. The untrusted_total metric counts every request.
-const logInterval = time.Minute
-
-// shouldLog reports whether a line is due, and how many requests were
-// refused since the last one.
-func (g *rangeGuard) shouldLog(now time.Time) (bool, uint64) {
-	g.rejected.Add(1)
-	last := g.lastLog.Load()
-	if last != 0 && now.UnixNano()-last < int64(logInterval) {
-		return false, 0
-	}
-	if !g.lastLog.CompareAndSwap(last, now.UnixNano()) {
-		return false, 0
-	}
-	return true, g.rejected.Swap(0)
 }
 
 // sourceModules lists the registered http.ip_sources module names, for
