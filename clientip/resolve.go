@@ -257,8 +257,9 @@ func (rs *resolver) secretMatches(values []string) bool {
 // Forwarded, from the client's element, and makes X-Forwarded-For just the
 // client; header mode (and a signed assertion) makes X-Forwarded-For just
 // the client, and header mode writes the client into its header too.
-// reverse_proxy then appends the peer to X-Forwarded-For. Every rewrite
-// reuses the request's own slices, so nothing is allocated.
+// reverse_proxy then appends the peer to X-Forwarded-For. The rewrites reuse
+// the request's own slices: only an X-Forwarded-For that was not there is
+// allocated.
 func rewriteChain(header http.Header, res *resolution, client, single string) {
 	switch res.source {
 	case sourceXFF:
