@@ -249,6 +249,7 @@ type verifier struct {
 	keys   []*assertionKey
 	maxAge time.Duration
 	now    func() time.Time
+	used   *replayCache // each assertion is accepted once
 }
 
 // verify judges the assertion header lines of r. On success it returns the
@@ -278,6 +279,7 @@ func (v *verifier) verify(values []string, r *http.Request) (netip.Addr, string,
 	key.compute(st, a.ip, a.t, r)
 	copy(st.got[:], a.sig)
 	match := macEqual(st.sig[:], st.got[:]) == 1
+	mac := keyOf(st.sum[:])
 	key.pool.Put(st)
 	if !match {
 		return netip.Addr{}, "", reasonAssertionBadSignature
@@ -293,6 +295,10 @@ func (v *verifier) verify(values []string, r *http.Request) (netip.Addr, string,
 	}
 	if signed.Sub(now) > futureSkew {
 		return netip.Addr{}, "", reasonAssertionFuture
+	}
+	// Last, so that only a genuine assertion within its window takes room.
+	if why := v.used.use(mac, a.unix, oldestAccepted(now, v.maxAge)); why != reasonNone {
+		return netip.Addr{}, "", why
 	}
 	return a.addr, a.ip, reasonNone
 }

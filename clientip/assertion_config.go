@@ -49,10 +49,19 @@ func (h *Handler) provisionVerify() error {
 	if err := checkKeyIDs(v.Keys); err != nil {
 		return err
 	}
+	if v.ReplayCacheSize == 0 {
+		v.ReplayCacheSize = defaultReplayCacheSize
+	}
 	vf := &verifier{
 		header: http.CanonicalHeaderKey(v.Header),
 		maxAge: time.Duration(*v.MaxAge),
 		now:    time.Now,
+	}
+	if checkMaxAge(vf.maxAge) == nil && checkReplayCacheSize(v.ReplayCacheSize) == nil { // else Validate refuses them
+		var err error
+		if vf.used, h.replayKey, err = acquireReplayCache(vf.maxAge, v.ReplayCacheSize); err != nil {
+			return err
+		}
 	}
 	secrets := make(map[string]string, len(v.Keys))
 	for i := range v.Keys {
@@ -98,8 +107,20 @@ func (h *Handler) validateAssertions() error {
 	if err := checkMaxAge(time.Duration(*v.MaxAge)); err != nil {
 		return err
 	}
+	if err := checkReplayCacheSize(v.ReplayCacheSize); err != nil {
+		return err
+	}
 	if *h.Hops != 1 || h.Header != "" || h.Forwarded {
 		return errors.New("client_ip: verify takes the client from the signed assertion: remove hops, header and forwarded, which read an unsigned chain")
+	}
+	return nil
+}
+
+// Cleanup lets go of the shared record of used assertions.
+func (h *Handler) Cleanup() error {
+	if h.replayKey != "" {
+		_, _ = replayRecords.Delete(h.replayKey)
+		h.replayKey = ""
 	}
 	return nil
 }

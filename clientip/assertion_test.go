@@ -166,10 +166,12 @@ func TestAssertionRefusals(t *testing.T) {
 		})
 	}
 
-	// The edges of the window are inside it.
+	// The edges of the window are inside it (each with an assertion of its
+	// own: the origins share the record of used ones).
 	for _, at := range []time.Duration{30 * time.Second, -5 * time.Second} {
 		origin := originHandler(t, at, "k1", testKey1)
-		if _, err := serveRequest(t, origin, newRequest("POST", target, popPeer, "X-Edge-Assertion", good)); err != nil {
+		target := target + "&at=" + at.String()
+		if _, err := serveRequest(t, origin, newRequest("POST", target, popPeer, "X-Edge-Assertion", signAt(t, pop, "POST", target))); err != nil {
 			t.Errorf("checked %v after signing: %v, want accepted", at, err)
 		}
 	}
@@ -269,6 +271,9 @@ func TestAssertionKeyRotation(t *testing.T) {
 				pop    *Handler
 				accept bool
 			}{{oldPoP, step.acceptOld}, {newPoP, step.acceptNewToo}} {
+				// Another request than the one above: the PoP's clock stands
+				// still, and an assertion is accepted once.
+				target := target + "?by=" + k.pop.Sign.Key.ID
 				s, err := serveRequest(t, origin, newRequest("GET", target, popPeer, "X-Edge-Assertion", signAt(t, k.pop, "GET", target)))
 				if k.accept && err != nil {
 					t.Errorf("key %s refused: %v", k.pop.Sign.Key.ID, err)
@@ -327,6 +332,9 @@ func TestAssertionConfigRefusals(t *testing.T) {
 		{verify(`,"max_age":"1s"`), "verify max_age 1s: must be 2s..5m0s"},
 		{verify(`,"max_age":"5m1s"`), "verify max_age 5m1s: must be 2s..5m0s"},
 		{verify(`,"max_age":"-3s"`), "verify max_age -3s: must be"},
+		{verify(`,"replay_cache_size":1023`), "verify replay_cache_size 1023: must be 1024..16000000"},
+		{verify(`,"replay_cache_size":16000001`), "verify replay_cache_size 16000001: must be 1024..16000000"},
+		{verify(`,"replay_cache_size":-1`), "verify replay_cache_size -1: must be 1024..16000000"},
 		{verify(`,"header":"Bad:Name"`), `verify header "Bad:Name": not a valid header name`},
 		{`{"trusted_proxies":["10.0.0.0/8"],"hops":2,"verify":{"keys":[{"id":"k1","secret":"` + testKey1 + `"}]}}`, "verify takes the client from the signed assertion"},
 		{`{"trusted_proxies":["10.0.0.0/8"],"forwarded":true,"verify":{"keys":[{"id":"k1","secret":"` + testKey1 + `"}]}}`, "verify takes the client from the signed assertion"},

@@ -50,6 +50,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        key <id> <secret>
 //	        max_age <duration>
 //	        header <name>
+//	        replay_cache_size <entries>
 //	    }
 //	}
 //
@@ -263,6 +264,19 @@ func unmarshalVerify(d *caddyfile.Dispenser, v *Verify) error {
 			if err := unmarshalAssertionHeader(d, "verify", &v.Header); err != nil {
 				return err
 			}
+		case "replay_cache_size":
+			var arg string
+			if !d.AllArgs(&arg) {
+				return d.ArgErr()
+			}
+			n, err := strconv.Atoi(arg)
+			if err != nil {
+				return d.Errf("client_ip: verify replay_cache_size %q: not a number (how many used assertions are remembered)", arg)
+			}
+			if err := checkReplayCacheSize(n); err != nil {
+				return d.Err(err.Error())
+			}
+			v.ReplayCacheSize = n
 		default:
 			return d.Errf("unrecognized client_ip verify option %q", d.Val())
 		}

@@ -29,8 +29,8 @@ type member struct {
 	text  string // address text as written, for allocation-free String
 	valid bool
 
-	// Where the entry starts in the X-Forwarded-For lines, so the header can
-	// be trimmed to the part the edge vouches for.
+	// Where the entry (Forwarded element) starts in the header's lines, so
+	// the header can be trimmed to the part the edge vouches for.
 	line, offset int
 }
 
@@ -205,6 +205,7 @@ func lastForwarded(lines []string, want int, stop spanCheck, out *members) (chai
 			}
 			if first < end { // not an empty element, which the list syntax ignores
 				elem, _, _ := forwardedElement(line[first:end], 0)
+				elem.line, elem.offset = li, first
 				out.m[out.n] = elem
 				out.n++
 				if !elem.valid || out.n == want || stop.untrusted(out) {

@@ -96,7 +96,7 @@ func FuzzForwardedFor(f *testing.F) {
 		if res.viaEdge() {
 			// The trimmed header starts with the client entry.
 			lines := header["X-Forwarded-For"]
-			cleanXFF(header, &res, res.client.String())
+			rewriteChain(header, &res, res.client.String(), h.resolver.header)
 			first := strings.TrimLeft(strings.Join(header["X-Forwarded-For"], ","), " \t")
 			if addr, _, ok := parseNode(strings.Trim(strings.SplitN(first, ",", 2)[0], " \t")); !ok || addr != res.client {
 				t.Fatalf("XFF %q trimmed to %q, which does not start with the client %s", lines, header["X-Forwarded-For"], res.client)
@@ -143,6 +143,19 @@ func FuzzForwardedHeader(f *testing.F) {
 			}
 			if !strings.Contains(strings.ToLower(line1+line2), "for=") {
 				t.Fatalf("a client without any for= parameter in %q %q", line1, line2)
+			}
+			// The trimmed Forwarded starts with the client's element.
+			header := http.Header{"Forwarded": {line1, line2}}
+			rewriteChain(header, &res, res.client.String(), "")
+			trimmed := header["Forwarded"]
+			if len(trimmed) == 0 {
+				t.Fatalf("Forwarded %q %q trimmed away", line1, line2)
+			}
+			if m, _, _ := forwardedElement(trimmed[0], 0); !m.valid || m.addr != res.client {
+				t.Fatalf("Forwarded %q %q trimmed to %q, which does not start with the client %s", line1, line2, trimmed, res.client)
+			}
+			if xff := header["X-Forwarded-For"]; len(xff) != 1 || xff[0] != res.client.String() {
+				t.Fatalf("X-Forwarded-For upstream %q, want just the client %s", xff, res.client)
 			}
 		}
 		checkBypass(t, h, http.Header{"Forwarded": {line1, line2}})
@@ -251,10 +264,12 @@ func FuzzCallerPrefix(f *testing.F) {
 				n, name, edge, want.client, want.source, want.reason, prefix, got.client, got.source, got.reason)
 		}
 		if want.viaEdge() {
-			cleanXFF(alone, &want, want.client.String())
-			cleanXFF(padded, &got, got.client.String())
-			if !slices.Equal(alone["X-Forwarded-For"], padded["X-Forwarded-For"]) {
-				t.Fatalf("X-Forwarded-For upstream: %q alone, %q with the caller's prefix %q", alone["X-Forwarded-For"], padded["X-Forwarded-For"], prefix)
+			rewriteChain(alone, &want, want.client.String(), h.resolver.header)
+			rewriteChain(padded, &got, got.client.String(), h.resolver.header)
+			for _, name := range []string{"X-Forwarded-For", "Forwarded", "X-Client"} {
+				if !slices.Equal(alone[name], padded[name]) {
+					t.Fatalf("%s upstream: %q alone, %q with the caller's prefix %q", name, alone[name], padded[name], prefix)
+				}
 			}
 		}
 	})

@@ -28,9 +28,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	viaEdge := res.viaEdge()
 	peer := addrString(res.peer, res.peerText)
 	client := peer
+	// Whatever the path, the only client-address headers that go further
+	// are the ones written here from the resolved client (see rewriteChain).
 	if viaEdge {
 		client = addrString(res.client, res.clientText)
-		cleanXFF(r.Header, &res, client)
+		rewriteChain(r.Header, &res, client, h.resolver.header)
+		for _, name := range h.stripTrusted {
+			delete(r.Header, name)
+		}
 	} else {
 		for _, name := range h.strip {
 			delete(r.Header, name)
@@ -59,8 +64,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	h.counters.requests[res.source].Inc()
 	if res.untrusted() {
 		h.counters.untrusted[res.reason].Inc()
-		if res.reason == reasonSourceCoversAll {
+		switch res.reason {
+		case reasonSourceCoversAll:
 			h.logSourceCoversAll(res.coveredFamily)
+		case reasonAssertionReplayCacheFull:
+			h.logReplayCacheFull()
 		}
 		switch h.Untrusted {
 		case UntrustedObserve:
@@ -145,4 +153,16 @@ func (h *Handler) logSourceCoversAll(family string) {
 	}
 	h.logger.Error("trusted_proxies_source returned ranges covering every address; not believed: requests are judged not to have come through the edge until it returns the edge's own ranges",
 		zap.String("source", h.sourceName), zap.String("covers", family), zap.Uint64("requests_since_last_report", refused))
+}
+
+// logReplayCacheFull reports a full record of used assertions, at most once
+// per logInterval: it lasts until remembered assertions expire.
+func (h *Handler) logReplayCacheFull() {
+	v := h.resolver.verify
+	due, refused := v.used.full.shouldLog(time.Now())
+	if !due {
+		return
+	}
+	h.logger.Error("verify: the record of used assertions is full; assertions are refused until remembered ones expire: raise replay_cache_size (at least the signed requests per second times 1.2 x max_age + 5s)",
+		zap.Int("replay_cache_size", h.Verify.ReplayCacheSize), zap.Duration("max_age", v.maxAge), zap.Uint64("requests_since_last_report", refused))
 }

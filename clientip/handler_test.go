@@ -87,8 +87,74 @@ func TestServeThroughTheEdge(t *testing.T) {
 	if s.header.Get("X-Edge-Secret") != "" {
 		t.Errorf("the secret header went on")
 	}
-	if s.header.Get("CF-Connecting-IP") == "" {
-		t.Errorf("CF-Connecting-IP was stripped from a request that came through the edge")
+	// client_ip read X-Forwarded-For, not CF-Connecting-IP: whoever wrote
+	// it, it is not what the edge was believed for.
+	if v := s.header.Values("CF-Connecting-IP"); v != nil {
+		t.Errorf("CF-Connecting-IP %q went on, though client_ip did not read it", v)
+	}
+}
+
+// callerAddressHeaders are what a caller writes to pose as someone else,
+// and what CDNs relay as written.
+var callerAddressHeaders = []string{"X-Real-IP", "True-Client-IP", "CF-Connecting-IP", "Fastly-Client-IP",
+	"X-Client-IP", "X-Cluster-Client-IP", "Client-IP", "Forwarded"}
+
+// Through the edge, in every mode, the only client-address headers that go
+// on are the ones written from the resolved client: X-Forwarded-For
+// starting at the client, the configured header holding just the client,
+// Forwarded from the client's element in Forwarded mode.
+func TestServeThroughTheEdgeStripsCallerAddressHeaders(t *testing.T) {
+	spoofed := func(extra ...string) http.Header {
+		h := http.Header{}
+		for _, name := range callerAddressHeaders {
+			h.Set(name, "6.6.6.6")
+		}
+		h.Set("Forwarded", "for=6.6.6.6")
+		h.Set("X-Forwarded-Host", "edge.example") // the edge's: kept
+		h.Set("X-Forwarded-Proto", "https")
+		for i := 0; i+1 < len(extra); i += 2 {
+			h[http.CanonicalHeaderKey(extra[i])] = append(h[http.CanonicalHeaderKey(extra[i])], extra[i+1])
+		}
+		return h
+	}
+	for _, tc := range []struct {
+		name, config string
+		header       http.Header
+		want         map[string][]string // headers rewritten; every other caller address header must be gone
+	}{
+		{"xff", `{"trusted_proxies":["10.0.0.0/8"]}`, spoofed("X-Forwarded-For", "6.6.6.6, 203.0.113.7"),
+			map[string][]string{"X-Forwarded-For": {"203.0.113.7"}}},
+		{"header", `{"trusted_proxies":["10.0.0.0/8"],"header":"CF-Connecting-IP"}`,
+			func() http.Header {
+				h := spoofed("X-Forwarded-For", "6.6.6.6")
+				h.Set("CF-Connecting-IP", " [2001:db8::7]:443")
+				return h
+			}(),
+			map[string][]string{"X-Forwarded-For": {"2001:db8::7"}, "Cf-Connecting-Ip": {"2001:db8::7"}}},
+		{"forwarded", `{"trusted_proxies":["10.0.0.0/8"],"forwarded":true,"hops":2}`,
+			func() http.Header {
+				h := spoofed("X-Forwarded-For", "6.6.6.6")
+				h["Forwarded"] = []string{"for=6.6.6.6", `for=7.7.7.7, for="203.0.113.7:4711";proto=https`, "for=10.1.1.1"}
+				return h
+			}(),
+			map[string][]string{"X-Forwarded-For": {"203.0.113.7"}, "Forwarded": {`for="203.0.113.7:4711";proto=https`, "for=10.1.1.1"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := provision(t, tc.config)
+			s, err := serve(t, h, "10.0.0.1:4711", tc.header)
+			if err != nil || s.trusted != true {
+				t.Fatalf("err %v trusted_proxy %v, want through the edge", err, s.trusted)
+			}
+			for _, name := range append(callerAddressHeaders, "X-Forwarded-For") {
+				name = http.CanonicalHeaderKey(name)
+				if got, want := s.header[name], tc.want[name]; !slices.Equal(got, want) {
+					t.Errorf("%s %q went on, want %q", name, got, want)
+				}
+			}
+			if s.header.Get("X-Forwarded-Host") != "edge.example" || s.header.Get("X-Forwarded-Proto") != "https" {
+				t.Errorf("the edge's X-Forwarded-Host/-Proto were dropped: %v", s.header)
+			}
+		})
 	}
 }
 
@@ -151,10 +217,39 @@ func TestServeNotThroughTheEdge(t *testing.T) {
 			t.Errorf("%s: %q reached the next handler", name, v)
 		}
 	}
-	// X-Forwarded-For is left to reverse_proxy, which starts afresh because
-	// trusted_proxy is false.
-	if s.header.Get("X-Forwarded-For") != "6.6.6.6" || s.header.Get("X-Other") != "kept" {
+	if s.header.Get("X-Other") != "kept" {
 		t.Errorf("unrelated headers changed: %v", s.header)
+	}
+}
+
+// Not through the edge, the whole forwarding chain is the caller's and is
+// removed, so reverse_proxy starts it afresh from the peer even where its
+// own trusted_proxies (or Caddy's) covers the peer and would extend it.
+func TestServeNotThroughTheEdgeDropsTheChain(t *testing.T) {
+	for _, config := range []string{
+		`{"trusted_proxies":["10.0.0.0/8"]}`,
+		`{"trusted_proxies":["10.0.0.0/8"],"strip":["X-Other"]}`,   // a strip list does not bring them back
+		`{"sign":{"key":{"id":"k1","secret":"` + testKey1 + `"}}}`, // a PoP with nothing in front
+	} {
+		h := provision(t, config)
+		s, err := serve(t, h, "198.51.100.1:4711", hdr(
+			"X-Forwarded-For", "6.6.6.6",
+			"X-Forwarded-Host", "evil.example",
+			"X-Forwarded-Proto", "https",
+			"Forwarded", "for=6.6.6.6;host=evil.example",
+			"X-Unrelated", "kept",
+		))
+		if err != nil || s.trusted != false {
+			t.Fatalf("%s: err %v trusted_proxy %v", config, err, s.trusted)
+		}
+		for _, name := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"} {
+			if v, ok := s.header[name]; ok {
+				t.Errorf("%s: the caller's %s %q went on", config, name, v)
+			}
+		}
+		if s.header.Get("X-Unrelated") != "kept" {
+			t.Errorf("%s: unrelated header dropped", config)
+		}
 	}
 }
 

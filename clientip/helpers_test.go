@@ -17,6 +17,7 @@ func provision(t testing.TB, config string) *Handler {
 	if err != nil {
 		t.Fatalf("config %s: %v", config, err)
 	}
+	t.Cleanup(func() { _ = h.Cleanup() })
 	return h
 }
 
@@ -28,9 +29,11 @@ func tryProvision(config string) (*Handler, error) {
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	defer cancel()
 	if err := h.Provision(ctx); err != nil {
+		_ = h.Cleanup() // as Caddy does when provisioning fails
 		return nil, err
 	}
 	if err := h.Validate(); err != nil {
+		_ = h.Cleanup()
 		return nil, err
 	}
 	return h, nil

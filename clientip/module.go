@@ -23,10 +23,22 @@ func init() {
 	caddy.RegisterModule(Handler{})
 }
 
-// defaultStrip are the headers a caller could use to claim an address, removed
-// from requests that did not come through the edge (plus the configured
-// `header`).
-var defaultStrip = []string{"X-Real-IP", "True-Client-IP", "CF-Connecting-IP", "Fastly-Client-IP", "Forwarded"}
+// defaultStrip are the headers a caller could use to claim an address, which
+// origin frameworks read (chi's RealIP checks True-Client-IP first, Rack and
+// PHP apps Client-IP and X-Cluster-Client-IP). CDNs relay them as the caller
+// wrote them, so they are removed on every path, except the one this
+// handler reads and rewrites.
+var defaultStrip = []string{"X-Real-IP", "True-Client-IP", "CF-Connecting-IP", "Fastly-Client-IP",
+	"X-Client-IP", "X-Cluster-Client-IP", "Client-IP", "Forwarded"}
+
+// The forwarding chain reverse_proxy reads and extends. Not through the
+// edge, all of it is the caller's: it is removed so that reverse_proxy
+// starts afresh from the peer even where its own trusted_proxies (or
+// Caddy's) would have it keep the caller's list. Through the edge,
+// X-Forwarded-For is rewritten to start at the client and Forwarded is
+// trimmed likewise in Forwarded mode (removed otherwise); X-Forwarded-Proto
+// and X-Forwarded-Host are the edge's.
+var untrustedChain = []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"}
 
 // Handler resolves the real client address of requests that came through a
 // trusted edge, sets Caddy's `client_ip` and `trusted_proxy` variables from
@@ -86,18 +98,26 @@ type Handler struct {
 	// Status for `untrusted: reject`, 4xx or 5xx. Default 403.
 	RejectStatus int `json:"reject_status,omitempty"`
 
-	// Headers removed from requests that did not come through the edge.
-	// Default: X-Real-IP, True-Client-IP, CF-Connecting-IP,
-	// Fastly-Client-IP and Forwarded. The configured `header` is always
-	// removed too.
+	// Client-address headers removed from every request, whether or not
+	// it came through the edge. Default: X-Real-IP, True-Client-IP,
+	// CF-Connecting-IP, Fastly-Client-IP, X-Client-IP,
+	// X-Cluster-Client-IP, Client-IP and Forwarded. Through the edge, the
+	// configured `header` is rewritten to the resolved client instead, and
+	// in `forwarded` mode Forwarded is trimmed to start at the client's
+	// element. Not through the edge, the configured `header`,
+	// X-Forwarded-For, X-Forwarded-Host, X-Forwarded-Proto and Forwarded
+	// are removed too, whatever this list says. X-Forwarded-For is never
+	// removed through the edge: it is rewritten to start at the client.
 	Strip []string `json:"strip,omitempty"`
 
-	resolver   resolver
-	signer     *signer
-	sourceName string   // module ID of trusted_proxies_source; "" without one
-	strip      []string // canonical names
-	counters   *counters
-	logger     *zap.Logger
+	resolver     resolver
+	signer       *signer
+	sourceName   string   // module ID of trusted_proxies_source; "" without one
+	replayKey    string   // the shared record of used assertions held; "" when none
+	strip        []string // canonical names removed not through the edge
+	stripTrusted []string // canonical names removed through the edge
+	counters     *counters
+	logger       *zap.Logger
 }
 
 // Secret is a header the edge sends with a shared value.
@@ -128,6 +148,13 @@ type Verify struct {
 	// How long after signing an assertion is accepted, 2s..5m. Default
 	// 30s. A PoP's clock may run up to 5s ahead of this one.
 	MaxAge *caddy.Duration `json:"max_age,omitempty"`
+	// Each assertion is accepted once: up to this many accepted
+	// assertions are remembered until they expire, 1024..16000000,
+	// default 1000000. Give at least the signed requests per second times
+	// 1.2 x max_age + 5s (the default holds 24,000 per second with max_age
+	// 30s), about 50 bytes each. When it is full, further assertions are
+	// refused (assertion_replay_cache_full) until remembered ones expire.
+	ReplayCacheSize int `json:"replay_cache_size,omitempty"`
 }
 
 // AssertionKey is an HMAC-SHA256 key and the id assertions name it by.
@@ -213,23 +240,47 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	rs.direct = !h.edgeVerified() && h.Sign != nil
 
-	h.strip = h.strip[:0]
-	names := h.Strip
-	if len(names) == 0 {
-		names = defaultStrip
-	}
-	if rs.header != "" {
-		h.strip = append(h.strip, rs.header)
-	}
-	for _, name := range names {
-		if name := http.CanonicalHeaderKey(name); !slices.Contains(h.strip, name) {
-			h.strip = append(h.strip, name)
-		}
-	}
+	h.compileStrip()
 
 	var err error
 	h.counters, err = newCounters(ctx.GetMetricsRegistry(), string(h.Untrusted))
 	return err
+}
+
+// compileStrip builds the two lists of headers ServeHTTP removes: strip
+// (not through the edge: the configured header, the whole forwarding chain
+// and the strip list) and stripTrusted (through the edge: the strip list
+// and Forwarded, less what is rewritten from the resolved client instead:
+// X-Forwarded-For, the configured header, Forwarded in Forwarded mode).
+func (h *Handler) compileStrip() {
+	names := h.Strip
+	if len(names) == 0 {
+		names = defaultStrip
+	}
+	add := func(list []string, names ...string) []string {
+		for _, name := range names {
+			if name := http.CanonicalHeaderKey(name); !slices.Contains(list, name) {
+				list = append(list, name)
+			}
+		}
+		return list
+	}
+	h.strip, h.stripTrusted = nil, nil
+	if h.resolver.header != "" {
+		h.strip = add(h.strip, h.resolver.header)
+	}
+	h.strip = add(h.strip, untrustedChain...)
+	h.strip = add(h.strip, names...)
+
+	rewritten := []string{"X-Forwarded-For", h.resolver.header}
+	if h.resolver.source == sourceForwarded {
+		rewritten = append(rewritten, "Forwarded")
+	}
+	for _, name := range add(add(nil, names...), "Forwarded") {
+		if !slices.Contains(rewritten, name) {
+			h.stripTrusted = append(h.stripTrusted, name)
+		}
+	}
 }
 
 // edgeVerified reports whether something proves a request came through the
@@ -299,6 +350,7 @@ func (h *Handler) Validate() error {
 var (
 	_ caddy.Provisioner           = (*Handler)(nil)
 	_ caddy.Validator             = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 	_ caddyfile.Unmarshaler       = (*Handler)(nil)
 )

@@ -1,6 +1,7 @@
 package clientip
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -56,9 +57,13 @@ func TestDefaults(t *testing.T) {
 	if *h.Hops != 1 || h.Untrusted != UntrustedAllow || h.resolver.source != sourceXFF {
 		t.Errorf("defaults: hops %d untrusted %s source %s, want 1 allow xff", *h.Hops, h.Untrusted, h.resolver.source)
 	}
-	want := []string{"X-Real-Ip", "True-Client-Ip", "Cf-Connecting-Ip", "Fastly-Client-Ip", "Forwarded"}
-	if strings.Join(h.strip, ",") != strings.Join(want, ",") {
+	want := "X-Forwarded-For,X-Forwarded-Host,X-Forwarded-Proto,Forwarded,X-Real-Ip,True-Client-Ip,Cf-Connecting-Ip,Fastly-Client-Ip,X-Client-Ip,X-Cluster-Client-Ip,Client-Ip"
+	if strings.Join(h.strip, ",") != want {
 		t.Errorf("strip %v, want %v", h.strip, want)
+	}
+	want = "X-Real-Ip,True-Client-Ip,Cf-Connecting-Ip,Fastly-Client-Ip,X-Client-Ip,X-Cluster-Client-Ip,Client-Ip,Forwarded"
+	if strings.Join(h.stripTrusted, ",") != want {
+		t.Errorf("strip through the edge %v, want %v", h.stripTrusted, want)
 	}
 
 	h = provision(t, `{"trusted_proxies":["10.0.0.0/8"],"untrusted":"reject"}`)
@@ -66,11 +71,20 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("reject status %d, want 403", h.RejectStatus)
 	}
 
-	// The configured header is always stripped, and a given list replaces
-	// the default one.
+	// Not through the edge, the configured header and the chain are always
+	// stripped, and a given list replaces the default one. Through the
+	// edge, the configured header is rewritten instead, and Forwarded is
+	// always stripped.
 	h = provision(t, `{"trusted_proxies":["10.0.0.0/8"],"header":"x-client","strip":["X-Other","x-client"]}`)
-	if strings.Join(h.strip, ",") != "X-Client,X-Other" {
-		t.Errorf("strip %v, want [X-Client X-Other]", h.strip)
+	if got := strings.Join(h.strip, ","); got != "X-Client,X-Forwarded-For,X-Forwarded-Host,X-Forwarded-Proto,Forwarded,X-Other" {
+		t.Errorf("strip %v", h.strip)
+	}
+	if got := strings.Join(h.stripTrusted, ","); got != "X-Other,Forwarded" {
+		t.Errorf("strip through the edge %v, want [X-Other Forwarded]", h.stripTrusted)
+	}
+	h = provision(t, `{"trusted_proxies":["10.0.0.0/8"],"forwarded":true}`)
+	if slices.Contains(h.stripTrusted, "Forwarded") {
+		t.Errorf("forwarded mode strips Forwarded through the edge: %v", h.stripTrusted)
 	}
 }
 

@@ -106,3 +106,12 @@ func checkMaxAge(d time.Duration) error {
 	}
 	return nil
 }
+
+// checkReplayCacheSize bounds the origin's record of used assertions: big
+// enough for real traffic, small enough to be memory the operator chose.
+func checkReplayCacheSize(n int) error {
+	if n < minReplayCacheSize || n > maxReplayCacheSize {
+		return fmt.Errorf("client_ip: verify replay_cache_size %d: must be %d..%d (how many used assertions are remembered until they expire: give at least the signed requests per second times 1.2 x max_age + 5s)", n, minReplayCacheSize, maxReplayCacheSize)
+	}
+	return nil
+}

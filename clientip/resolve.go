@@ -36,17 +36,20 @@ const (
 	reasonTooLong                // what had to be parsed exceeds maxChainFields fields or maxChainBytes bytes
 	reasonSourceCoversAll        // trusted_proxies_source returned ranges covering every address
 
-	reasonAssertionMissing      // verify: no assertion header
-	reasonAssertionMalformed    // verify: not the v1 format, or sent twice
-	reasonAssertionUnknownKey   // verify: kid names no configured key
-	reasonAssertionBadSignature // verify: the MAC does not match (tampered, or another request's)
-	reasonAssertionExpired      // verify: signed more than max_age ago
-	reasonAssertionFuture       // verify: signed more than futureSkew ahead of this clock
+	reasonAssertionMissing         // verify: no assertion header
+	reasonAssertionMalformed       // verify: not the v1 format, or sent twice
+	reasonAssertionUnknownKey      // verify: kid names no configured key
+	reasonAssertionBadSignature    // verify: the MAC does not match (tampered, or another request's)
+	reasonAssertionExpired         // verify: signed more than max_age ago
+	reasonAssertionFuture          // verify: signed more than futureSkew ahead of this clock
+	reasonAssertionReplayed        // verify: accepted once already (single use)
+	reasonAssertionReplayCacheFull // verify: the record of used assertions is full, so single use cannot be proven
 	numReasons
 )
 
 var reasonNames = [numReasons]string{"", "secret", "untrusted_hop", "short_chain", "invalid_address", "too_long", "source_covers_everything",
-	"assertion_missing", "assertion_malformed", "assertion_unknown_key", "assertion_bad_signature", "assertion_expired", "assertion_future"}
+	"assertion_missing", "assertion_malformed", "assertion_unknown_key", "assertion_bad_signature", "assertion_expired", "assertion_future",
+	"assertion_replayed", "assertion_replay_cache_full"}
 
 func (r reason) String() string { return reasonNames[r] }
 
@@ -81,8 +84,9 @@ type resolution struct {
 	source     source // sourcePeer when not through the edge
 	reason     reason // why not, when source is sourcePeer
 
-	// list mode: where the client entry starts in X-Forwarded-For
-	xffLine, xffOffset int
+	// list and Forwarded modes: where the client's entry (element) starts
+	// in X-Forwarded-For (Forwarded)
+	chainLine, chainOffset int
 
 	// reasonSourceCoversAll: the family the source's answer covered.
 	coveredFamily string
@@ -207,7 +211,7 @@ func (rs *resolver) judge(remoteAddr string, header http.Header, r *http.Request
 	}
 	res.client, res.clientText = client.addr, client.text
 	res.source = rs.source
-	res.xffLine, res.xffOffset = client.line, client.offset
+	res.chainLine, res.chainOffset = client.line, client.offset
 	return res
 }
 
@@ -246,23 +250,39 @@ func (rs *resolver) secretMatches(values []string) bool {
 	return diff == 0
 }
 
-// cleanXFF rewrites X-Forwarded-For of a request that came through the edge
-// so it starts at the client: list mode keeps the entries from the client
-// rightwards (what the edge vouches for) and drops what the caller wrote
-// further left; header and Forwarded modes leave just the client.
-// reverse_proxy then appends the peer.
-func cleanXFF(header http.Header, res *resolution, client string) {
-	lines := header["X-Forwarded-For"]
-	if res.source == sourceXFF {
-		lines = lines[res.xffLine:]
-		lines[0] = lines[0][res.xffOffset:]
-		header["X-Forwarded-For"] = lines
+// rewriteChain rewrites the chain headers of a request that came through
+// the edge so that they start at the client. List mode keeps X-Forwarded-For
+// from the client's entry rightwards (what the edge vouches for) and drops
+// what the caller wrote further left; Forwarded mode does the same to
+// Forwarded, from the client's element, and makes X-Forwarded-For just the
+// client; header mode (and a signed assertion) makes X-Forwarded-For just
+// the client, and header mode writes the client into its header too.
+// reverse_proxy then appends the peer to X-Forwarded-For. The rewrites reuse
+// the request's own slices: only an X-Forwarded-For that was not there is
+// allocated.
+func rewriteChain(header http.Header, res *resolution, client, single string) {
+	switch res.source {
+	case sourceXFF:
+		trimLines(header, "X-Forwarded-For", res.chainLine, res.chainOffset)
 		return
+	case sourceForwarded:
+		trimLines(header, "Forwarded", res.chainLine, res.chainOffset)
+	case sourceHeader:
+		header[single][0] = client // exactly one line: judge checked
 	}
+	lines := header["X-Forwarded-For"]
 	if len(lines) == 0 {
 		header["X-Forwarded-For"] = []string{client}
 		return
 	}
 	lines[0] = client
 	header["X-Forwarded-For"] = lines[:1]
+}
+
+// trimLines drops the lines of header name before line, and the bytes of
+// that line before offset.
+func trimLines(header http.Header, name string, line, offset int) {
+	lines := header[name][line:]
+	lines[0] = lines[0][offset:]
+	header[name] = lines
 }

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"slices"
 	"sync/atomic"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -80,19 +79,21 @@ func inSourcePrefixes(prefixes []netip.Prefix, addr netip.Addr) bool {
 //
 // A single prefix covering everything is looked for on every request (a
 // loop over what the matching reads anyway). A union is found by a sort and
-// a sweep, which allocate, so its verdict is kept for the slice it was made
-// for: sources hand out the same slice until they refresh, so the sweep runs
-// once per refresh, and a request costs no allocation.
+// a sweep, which allocate, so its verdict is kept with a copy of the answer
+// it was made for, and reused while the source's answer has the same
+// contents: sources hand out the same ranges until they refresh, so the
+// sweep runs once per refresh, and a request costs a comparison and no
+// allocation. The verdict is keyed by content, never by the slice's
+// address: a source that rewrites its slice in place (same array, same
+// length, new ranges) must not inherit the old verdict.
 type rangeGuard struct {
-	last     atomic.Pointer[rangeVerdict]
-	lastLog  atomic.Int64 // unix nanoseconds of the last log line
-	rejected atomic.Uint64
+	last atomic.Pointer[rangeVerdict]
+	logThrottle
 }
 
 type rangeVerdict struct {
-	first  *netip.Prefix // the slice the verdict is for: its first element and length
-	n      int
-	family string // "" when it does not cover every address
+	ranges []netip.Prefix // a copy of the answer the verdict is for
+	family string         // "" when it does not cover every address
 }
 
 // coversEverything returns the family ("IPv4", "IPv6") whose every address
@@ -112,35 +113,17 @@ func (g *rangeGuard) coversEverything(ranges []netip.Prefix) string {
 			return "IPv4" // ::ffff:0:0/96 and wider mapped blocks hold all of IPv4
 		}
 	}
-	if v := g.last.Load(); v != nil && v.first == &ranges[0] && v.n == len(ranges) {
+	if v := g.last.Load(); v != nil && slices.Equal(v.ranges, ranges) {
 		return v.family
 	}
-	unmapped := make([]netip.Prefix, len(ranges))
-	for i, p := range ranges {
+	kept := slices.Clone(ranges)
+	unmapped := make([]netip.Prefix, len(kept))
+	for i, p := range kept {
 		unmapped[i] = unmapPrefix(p)
 	}
 	family, _ := coversEverything(unmapped)
-	g.last.Store(&rangeVerdict{first: &ranges[0], n: len(ranges), family: family})
+	g.last.Store(&rangeVerdict{ranges: kept, family: family})
 	return family
-}
-
-// logInterval spaces the log lines about a source that covers everything:
-// the condition lasts until the source refreshes, and a line per request
-// would flood the log. The untrusted_total metric counts every request.
-const logInterval = time.Minute
-
-// shouldLog reports whether a line is due, and how many requests were
-// refused since the last one.
-func (g *rangeGuard) shouldLog(now time.Time) (bool, uint64) {
-	g.rejected.Add(1)
-	last := g.lastLog.Load()
-	if last != 0 && now.UnixNano()-last < int64(logInterval) {
-		return false, 0
-	}
-	if !g.lastLog.CompareAndSwap(last, now.UnixNano()) {
-		return false, 0
-	}
-	return true, g.rejected.Swap(0)
 }
 
 // sourceModules lists the registered http.ip_sources module names, for

@@ -52,6 +52,18 @@ func (s *fakeSource) set(cidrs ...string) {
 	s.current.Store(&ranges)
 }
 
+// overwrite rewrites the current answer in place: the same array, the same
+// length, other ranges, as a source reusing its buffer on refresh does.
+func (s *fakeSource) overwrite(cidrs ...string) {
+	ranges := *s.current.Load()
+	if len(ranges) != len(cidrs) {
+		panic("overwrite keeps the length")
+	}
+	for i, c := range cidrs {
+		ranges[i] = netip.MustParsePrefix(c)
+	}
+}
+
 func (s *fakeSource) GetIPRanges(r *http.Request) []netip.Prefix {
 	s.calls.Add(1)
 	if r != nil {
@@ -153,6 +165,30 @@ func TestSourceCoveringEverythingIsNotBelieved(t *testing.T) {
 	src.set("192.0.2.0/24", "0.0.0.0/1")
 	if res := h.resolver.resolve("10.0.0.1:4711", header); !res.viaEdge() {
 		t.Errorf("after the source recovered: reason %q, want via edge", res.reason)
+	}
+}
+
+// A source that refreshes by rewriting its slice in place (same array, same
+// length) gets a fresh verdict: a union covering everything written over
+// the edge's ranges is refused at once, and the edge's ranges written back
+// are believed again.
+func TestSourceRewritingItsSliceInPlaceIsJudgedAfresh(t *testing.T) {
+	h, src := provisionWithFake(t, `{"trusted_proxies_source":{"source":"edgekit_unit_fake","ranges":["10.0.0.0/8","192.0.2.0/24"]}}`)
+	header := hdr("X-Forwarded-For", "203.0.113.7")
+	for _, step := range []struct {
+		ranges  []string
+		viaEdge bool
+	}{
+		{[]string{"10.0.0.0/8", "192.0.2.0/24"}, true},
+		{[]string{"0.0.0.0/1", "128.0.0.0/1"}, false},
+		{[]string{"10.0.0.0/8", "192.0.2.0/24"}, true},
+		{[]string{"::/1", "8000::/1"}, false},
+	} {
+		src.overwrite(step.ranges...)
+		res := h.resolver.resolve("10.0.0.1:4711", header)
+		if res.viaEdge() != step.viaEdge || !step.viaEdge && res.reason != reasonSourceCoversAll {
+			t.Errorf("source rewrote its slice to %v: via edge %v reason %q, want via edge %v", step.ranges, res.viaEdge(), res.reason, step.viaEdge)
+		}
 	}
 }
 

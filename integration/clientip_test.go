@@ -74,8 +74,10 @@ func TestClientIPThroughTheEdge(t *testing.T) {
 		if v := h.Get("X-Edge-Secret"); v != "" {
 			t.Errorf("the secret went upstream: %q", v)
 		}
-		if h.Get("CF-Connecting-IP") != "203.0.113.7" {
-			t.Errorf("a header the edge wrote was stripped from a request that came through it")
+		// client_ip read X-Forwarded-For here: a CF-Connecting-IP is not
+		// what the edge was believed for, whoever wrote it.
+		if v := h.Values("CF-Connecting-IP"); v != nil {
+			t.Errorf("CF-Connecting-IP %q reached the origin, though client_ip did not read it", v)
 		}
 		want := map[string]string{"X-Office": "yes", "X-Seen-Client": "203.0.113.7", "X-Seen-Source": "xff", "X-Seen-Via-Edge": "true"}
 		for name, value := range want {
