@@ -46,10 +46,12 @@ type memo struct {
 type memoKey [16]byte
 
 type memoHasher struct {
-	h       hash.Hash
-	sum     []byte
-	scratch [256]byte // strings go in through here: no []byte(s) copy
+	h   hash.Hash
+	sum []byte
+	buf []byte // fields go in through here, in few writes: no []byte(s) copy
 }
+
+const memoHashBuf = 512
 
 func newMemo(max int) *memo {
 	m := &memo{max: max, entries: make(map[memoKey]memoKey)}
@@ -61,15 +63,16 @@ func newMemo(max int) *memo {
 func (m *memo) hasher() *memoHasher {
 	mh, _ := m.hashes.Get().(*memoHasher)
 	if mh == nil {
-		mh = &memoHasher{h: sha256.New(), sum: make([]byte, 0, sha256.Size)}
+		mh = &memoHasher{h: sha256.New(), sum: make([]byte, 0, sha256.Size), buf: make([]byte, 0, memoHashBuf)}
 	}
 	mh.h.Reset()
-	mh.h.Write(m.key[:])
+	mh.buf = append(mh.buf[:0], m.key[:]...)
 	return mh
 }
 
 // done returns the digest and gives the hasher back.
 func (m *memo) done(mh *memoHasher) memoKey {
+	mh.h.Write(mh.buf)
 	mh.sum = mh.h.Sum(mh.sum[:0])
 	var k memoKey
 	copy(k[:], mh.sum)
@@ -80,18 +83,29 @@ func (m *memo) done(mh *memoHasher) memoKey {
 // field adds one string, prefixed with its length plus one, so that no two
 // sequences of fields and ends (a 0) give the same input.
 func (mh *memoHasher) field(f string) {
-	mh.h.Write(binary.AppendUvarint(mh.scratch[:0], uint64(len(f))+1))
-	for len(f) > 0 {
-		n := copy(mh.scratch[:], f)
-		mh.h.Write(mh.scratch[:n])
-		f = f[n:]
+	if cap(mh.buf)-len(mh.buf) < binary.MaxVarintLen64 {
+		mh.h.Write(mh.buf)
+		mh.buf = mh.buf[:0]
+	}
+	mh.buf = binary.AppendUvarint(mh.buf, uint64(len(f))+1)
+	for {
+		n := min(len(f), cap(mh.buf)-len(mh.buf))
+		mh.buf = append(mh.buf, f[:n]...)
+		if f = f[n:]; f == "" {
+			return
+		}
+		mh.h.Write(mh.buf)
+		mh.buf = mh.buf[:0]
 	}
 }
 
 // end closes a list of fields.
 func (mh *memoHasher) end() {
-	mh.scratch[0] = 0
-	mh.h.Write(mh.scratch[:1])
+	if len(mh.buf) == cap(mh.buf) {
+		mh.h.Write(mh.buf)
+		mh.buf = mh.buf[:0]
+	}
+	mh.buf = append(mh.buf, 0)
 }
 
 // digest is the keyed digest of fields.
@@ -124,9 +138,9 @@ func (m *memo) digest(fields ...string) memoKey {
 // no credentials yet) and Vary: * (the origin says no request field list
 // selects it).
 //
-// Building the key costs no allocation unless Vary names a field in other
-// than canonical case (accept-language), or the path is escaped
-// differently from Go's default.
+// Building the key allocates nothing (BenchmarkMemoKey) unless the path
+// holds escapes or Vary names, in other than canonical case, a field that
+// net/textproto does not intern.
 func (m *memo) memoKey(r *http.Request, hdr http.Header) (memoKey, bool) {
 	if len(hdr["Set-Cookie"]) > 0 || hasToken(hdr["Cache-Control"], "no-store") ||
 		hasToken(hdr["Cache-Control"], "private") {

@@ -167,3 +167,25 @@ func TestMemoKeyIsTheRawTarget(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoDigestFraming: fields are framed, whatever their length against
+// the hasher's buffer, so that no two lists of fields share a digest.
+func TestMemoDigestFraming(t *testing.T) {
+	m := newMemo(10)
+	long := strings.Repeat("x", 3*memoHashBuf+7)
+	pairs := [][2][]string{
+		{{"ab", "c"}, {"a", "bc"}},
+		{{"", "a"}, {"a", ""}},
+		{{long + "a"}, {long + "b"}},
+		{{long, "a"}, {long + "a"}},
+		{{long[:memoHashBuf-40], "a"}, {long[:memoHashBuf-40] + "a"}},
+	}
+	for _, p := range pairs {
+		if m.digest(p[0]...) == m.digest(p[1]...) {
+			t.Errorf("%.20q and %.20q share a digest", p[0], p[1])
+		}
+	}
+	if m.digest("a", long) != m.digest("a", long) {
+		t.Error("digest is not deterministic")
+	}
+}
