@@ -218,7 +218,7 @@ func BenchmarkMemoKey(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, ok := m.memoKey(r, hdr); !ok {
+				if _, ok := m.representation(r, hdr); !ok {
 					b.Fatal("not memoisable")
 				}
 			}

@@ -22,7 +22,7 @@ import (
 //
 // What one caller's response teaches the memo decides how another caller's
 // body is treated, so the memo remembers only what a shared cache could
-// give anyone (see memoKey): an origin may send one strong ETag for
+// give anyone (see representation): an origin may send one strong ETag for
 // variants it declares in Vary, or for bodies it builds per user, and a
 // body that matched no rule for one caller must not switch scanning off
 // for another.
@@ -117,7 +117,7 @@ func (m *memo) digest(fields ...string) memoKey {
 	return m.done(mh)
 }
 
-// memoKey returns the key of the representation that answers r with the
+// representation returns the key of the representation that answers r with the
 // header hdr, or false when the memo may neither use nor remember anything
 // for it. The key holds everything that may select the representation:
 //
@@ -141,7 +141,7 @@ func (m *memo) digest(fields ...string) memoKey {
 // Building the key allocates nothing (BenchmarkMemoKey) unless the path
 // holds escapes or Vary names, in other than canonical case, a field that
 // net/textproto does not intern.
-func (m *memo) memoKey(r *http.Request, hdr http.Header) (memoKey, bool) {
+func (m *memo) representation(r *http.Request, hdr http.Header) (memoKey, bool) {
 	if len(hdr["Set-Cookie"]) > 0 || hasToken(hdr["Cache-Control"], "no-store") ||
 		hasToken(hdr["Cache-Control"], "private") {
 		return memoKey{}, false

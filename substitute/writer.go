@@ -256,9 +256,9 @@ func listsETag(values []string, tag string) bool {
 }
 
 // useMemo streams the body unscanned when the same bytes matched no rule
-// before, for the same representation (see memo.memoKey).
+// before, for the same representation (see memo.representation).
 func (rw *responseWriter) useMemo(hdr http.Header, etag string) {
-	key, ok := rw.h.memo.memoKey(rw.req, hdr)
+	key, ok := rw.h.memo.representation(rw.req, hdr)
 	if !ok {
 		metrics.memoIneligible.Inc()
 		return
