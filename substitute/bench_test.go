@@ -187,3 +187,41 @@ func matchedRules(b *testing.B, rules []Rule, page []byte) int {
 	}
 	return n
 }
+
+// BenchmarkMemoKey is the cost of the memo's key for one response: without
+// Vary, with Vary: Accept-Encoding (canonical and lower case), and for a
+// request with a browser's cookies.
+//
+//	go test -run '^$' -bench BenchmarkMemoKey -benchmem ./substitute/
+func BenchmarkMemoKey(b *testing.B) {
+	m := newMemo(DefaultMemo)
+	for _, c := range []struct {
+		name   string
+		vary   string
+		cookie string
+	}{
+		{"plain", "", ""},
+		{"vary", "Accept-Encoding, Accept-Language", ""},
+		{"vary-lower", "accept-encoding", ""},
+		{"cookie", "Accept-Encoding", "_ga=GA1.1.1234567890.1700000000; session=" + strings.Repeat("x", 200)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			r := request("GET", "/docs/page.html?lang=en")
+			r.Header.Set("Accept-Encoding", "gzip, deflate, br, zstd")
+			r.Header.Set("Accept-Language", "en-GB,en;q=0.9")
+			if c.cookie != "" {
+				r.Header.Set("Cookie", c.cookie)
+			}
+			hdr := http.Header{"Content-Type": {"text/html"}, "Etag": {`"v1"`}}
+			if c.vary != "" {
+				hdr["Vary"] = []string{c.vary}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := m.representation(r, hdr); !ok {
+					b.Fatal("not memoisable")
+				}
+			}
+		})
+	}
+}

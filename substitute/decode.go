@@ -193,6 +193,9 @@ func (d *decoder) decode(enc encoding) error {
 	case encDeflate:
 		err = d.runDeflate(dst)
 	case encBrotli:
+		if err = d.checkBrotliWindow(); err != nil {
+			break
+		}
 		br, _ := brotliReaders.Get().(*brrr.Reader)
 		if br == nil {
 			br = brrr.NewReader(d)
@@ -217,6 +220,53 @@ func (d *decoder) decode(enc encoding) error {
 		zstdReaders.Put(zr)
 	}
 	return err
+}
+
+// maxBrotliWindowBits bounds the window a br stream may declare: 2^23 (8
+// MiB less 16 bytes), zstd's bound (RFC 9659). A br stream may declare up
+// to 16 MiB (lgwin 24), and go-brrr's reader grows its ring buffer up to
+// the window as the output (or one meta-block's declared length) needs:
+// 16 MiB per response at lgwin 24, whatever substitute's other bounds.
+const maxBrotliWindowBits = 23
+
+// checkBrotliWindow refuses a br stream whose window exceeds
+// maxBrotliWindowBits, as zstd.WithDecoderMaxWindow refuses a zstd frame:
+// the response aborts as for any body that cannot be decoded. The first
+// byte holds the window (RFC 7932 §9.1); it is read ahead and put back.
+func (d *decoder) checkBrotliWindow() error {
+	b, err := d.ReadByte()
+	if err != nil {
+		return err
+	}
+	d.peek = append(d.peek[:0], b)
+	bits, ok := brotliWindowBits(b)
+	if !ok {
+		return errors.New("invalid window bits (large-window brotli is not RFC 7932)")
+	}
+	if bits > maxBrotliWindowBits {
+		return fmt.Errorf("window of %d MiB exceeds substitute's bound of %d MiB: compress with a window of at most 2^%d (lgwin %d, brotli -w %d)",
+			1<<(bits-20), 1<<(maxBrotliWindowBits-20), maxBrotliWindowBits, maxBrotliWindowBits, maxBrotliWindowBits)
+	}
+	return nil
+}
+
+// brotliWindowBits reads WBITS from the first byte of a br stream (RFC 7932
+// §9.1); false for the large-window marker of the non-standard extension.
+func brotliWindowBits(b byte) (int, bool) {
+	if b&1 == 0 {
+		return 16, true
+	}
+	if n := b >> 1 & 7; n != 0 {
+		return 17 + int(n), true
+	}
+	switch n := b >> 4 & 7; n {
+	case 0:
+		return 17, true
+	case 1:
+		return 0, false
+	default:
+		return 8 + int(n), true
+	}
 }
 
 // trailing reads what follows a complete stream: nothing (io.EOF) is

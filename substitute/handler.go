@@ -17,10 +17,16 @@ import (
 // keep working. If the answer is a 206 of a substitutable type (or a
 // multipart/byteranges one, which may hide any type), its body is
 // discarded and the request is sent again without Range and If-Range: the
-// client gets the full substituted 200. Only GETs without a body are sent again;
-// otherwise such a 206 becomes a 502, never an unsubstituted fragment.
+// client gets the full substituted 200. Only GETs and HEADs without a body
+// are sent again; otherwise such a 206 becomes a 502, never an
+// unsubstituted fragment.
+//
+// HEAD gets the header decisions GET would (RFC 9110 §9.3.2: the same
+// fields, or without those only known while generating the content), so
+// its answer announces no Content-Length and the weak ETag where GET's body
+// is substituted.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	if r.Method == http.MethodHead || r.Method == http.MethodConnect {
+	if r.Method == http.MethodConnect {
 		metrics.skipped.Inc()
 		return next.ServeHTTP(w, r)
 	}
@@ -28,9 +34,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	defer h.putWriter(rw)
 
 	var saved http.Header
-	// A GET without a body can be sent again. HTTP/3 reports an unknown
-	// length (-1) for every request without Content-Length.
-	mayRetry := r.Method == http.MethodGet && r.ContentLength <= 0 && len(r.TransferEncoding) == 0 && len(r.Header["Range"]) > 0
+	// A GET or HEAD without a body can be sent again. HTTP/3 reports an
+	// unknown length (-1) for every request without Content-Length.
+	mayRetry := (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.ContentLength <= 0 && len(r.TransferEncoding) == 0 && len(r.Header["Range"]) > 0
 	if mayRetry {
 		saved = w.Header().Clone() // what outer handlers set, for the retry
 	}

@@ -135,7 +135,7 @@ func TestPassesUntouched(t *testing.T) {
 		{"other type", &Handler{}, "GET", 200, "video/mp4", ""},
 		{"no type", &Handler{}, "GET", 200, "", ""},
 		{"status filter", &Handler{Status: []int{2}}, "GET", 404, "text/html", ""},
-		{"HEAD", &Handler{}, "HEAD", 200, "text/html", ""},
+		{"CONNECT", &Handler{}, "CONNECT", 200, "text/html", ""},
 		{"204", &Handler{}, "GET", 204, "text/html", ""},
 		{"304", &Handler{}, "GET", 304, "text/html", ""},
 		{"unknown encoding", &Handler{}, "GET", 200, "text/html", "compress"},
@@ -154,7 +154,7 @@ func TestPassesUntouched(t *testing.T) {
 				hdr["Content-Encoding"] = c.enc
 			}
 			b := body
-			if !bodyAllowed(c.status) || c.method == "HEAD" {
+			if !bodyAllowed(c.status) {
 				b = nil
 			}
 			rec := serve(t, h, request(c.method, "/"), origin(c.status, hdr, b, 5))
@@ -603,15 +603,15 @@ func TestMemoRemembersOnlyUnmatched(t *testing.T) {
 func TestMemoIsBounded(t *testing.T) {
 	m := newMemo(3)
 	for i := range 10 {
-		m.store(m.resource("GET", "h", "/"+string(rune('a'+i)), ""), `"e"`)
+		m.store(m.digest("GET", "h", "/"+string(rune('a'+i)), ""), `"e"`)
 	}
 	if m.len() != 3 {
 		t.Errorf("memo holds %d entries, bound 3", m.len())
 	}
-	if !m.unmatched(m.resource("GET", "h", "/j", ""), `"e"`) {
+	if !m.unmatched(m.digest("GET", "h", "/j", ""), `"e"`) {
 		t.Error("latest entry not found")
 	}
-	if m.unmatched(m.resource("GET", "h", "/j", ""), `"f"`) {
+	if m.unmatched(m.digest("GET", "h", "/j", ""), `"f"`) {
 		t.Error("found with another ETag")
 	}
 }

@@ -14,6 +14,7 @@ type collectors struct {
 	responses      *prometheus.CounterVec
 	memoHits       prometheus.Counter
 	memoMisses     prometheus.Counter
+	memoIneligible prometheus.Counter
 	dropped        prometheus.Counter
 	rangeRetries   prometheus.Counter
 	decodeFailures prometheus.Counter
@@ -21,14 +22,14 @@ type collectors struct {
 	all            []prometheus.Collector
 
 	// Label values resolved once, so counting allocates nothing.
-	substituted, skipped prometheus.Counter
+	substituted, skipped, noTransform prometheus.Counter
 }
 
 func newMetrics() (m collectors) {
 	const ns, sub = "caddy", "substitute"
 	m.responses = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns, Subsystem: sub, Name: "responses_total",
-		Help: "Responses seen by substitute, by result: substituted (body went through the rules) or skipped (passed untouched: type, status, encoding or method not eligible).",
+		Help: "Responses seen by substitute, by result: substituted (body went through the rules; for HEAD, the header GET's would have), skipped (passed untouched: type, status, encoding or method not eligible) or no_transform (eligible, passed untouched because of Cache-Control: no-transform).",
 	}, []string{"result"})
 	m.memoHits = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: ns, Subsystem: sub, Name: "memo_hits_total",
@@ -37,6 +38,10 @@ func newMetrics() (m collectors) {
 	m.memoMisses = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: ns, Subsystem: sub, Name: "memo_misses_total",
 		Help: "Substituted responses with a strong ETag that the memo did not know as matching no rule (scanned for every rule).",
+	})
+	m.memoIneligible = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: ns, Subsystem: sub, Name: "memo_ineligible_total",
+		Help: "Substituted responses with a strong ETag that the memo may neither remember nor use, as no shared cache would store them: Set-Cookie, Cache-Control private or no-store, or Vary: * (scanned for every rule).",
 	})
 	m.dropped = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: ns, Subsystem: sub, Name: "dropped_candidates_total",
@@ -56,7 +61,8 @@ func newMetrics() (m collectors) {
 	})
 	m.substituted = m.responses.WithLabelValues("substituted")
 	m.skipped = m.responses.WithLabelValues("skipped")
-	m.all = []prometheus.Collector{m.responses, m.memoHits, m.memoMisses, m.dropped, m.rangeRetries, m.decodeFailures, m.panics}
+	m.noTransform = m.responses.WithLabelValues("no_transform")
+	m.all = []prometheus.Collector{m.responses, m.memoHits, m.memoMisses, m.memoIneligible, m.dropped, m.rangeRetries, m.decodeFailures, m.panics}
 	return m
 }
 

@@ -24,7 +24,7 @@ func init() {
 
 // Defaults and bounds.
 const (
-	// DefaultMemo is the number of resources the memo remembers.
+	// DefaultMemo is the number of representations the memo remembers.
 	DefaultMemo = 10_000
 	// MemoOff in Handler.Memo turns the memo off.
 	MemoOff = -1
@@ -74,10 +74,13 @@ type Handler struct {
 	// explicit 0 is refused, like any value outside 64 B..16 MiB.
 	MaxMatch int `json:"max_match,omitempty"`
 
-	// Memo is how many resources (method, host, path, query) remember the
-	// strong ETag of a body that matched no rule, so that the next
-	// identical body is streamed without scanning. 0 selects the default
-	// (10,000); -1 turns the memo off.
+	// Memo is how many representations remember the strong ETag of a body
+	// that matched no rule, so that the next identical body is streamed
+	// without scanning. A representation is the method, Host with port,
+	// escaped path and query, the request's Cookie and Authorization, and
+	// the request fields the response's Vary names; responses with
+	// Set-Cookie, Cache-Control private or no-store, or Vary: * are never
+	// remembered. 0 selects the default (10,000); -1 turns the memo off.
 	Memo int `json:"memo,omitempty"`
 
 	maxMatchSet bool // max_match was in the JSON, even as 0

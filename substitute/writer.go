@@ -44,8 +44,8 @@ type responseWriter struct {
 	writeErr    error
 
 	// memoETag is the strong ETag under which finish remembers, for the
-	// resource memoKey, that no rule matched (a memo miss), or forgets the
-	// resource when some did; empty when there is nothing to remember.
+	// representation memoKey, that no rule matched (a memo miss), or
+	// forgets it when some did; empty when there is nothing to remember.
 	memoETag string
 	memoKey  memoKey
 }
@@ -110,8 +110,13 @@ func (rw *responseWriter) WriteHeader(status int) {
 	hdr := rw.Header()
 	mediaType := mediaTypeOf(hdr.Get("Content-Type"))
 	eligibleType := rw.h.typeMatches(mediaType)
+	// The origin forbids changing the content (RFC 9110 §7.7): the body,
+	// its validators and its length pass as they are. Only the response's
+	// directive binds: the request's addresses caches, and a caller must
+	// not switch the rules off with it.
+	noTransform := hasToken(hdr["Cache-Control"], "no-transform")
 
-	if status == http.StatusPartialContent && (eligibleType || strings.EqualFold(mediaType, "multipart/byteranges")) {
+	if status == http.StatusPartialContent && !noTransform && (eligibleType || strings.EqualFold(mediaType, "multipart/byteranges")) {
 		// A fragment of a substitutable body must not reach the client,
 		// and cannot be substituted (matches may cross its edges; its
 		// Content-Range counts unsubstituted bytes). Ask again without
@@ -120,12 +125,19 @@ func (rw *responseWriter) WriteHeader(status int) {
 		return
 	}
 	enc := parseEncoding(hdr["Content-Encoding"])
-	if status == http.StatusNotModified && enc != unknownEncoding {
+	if status == http.StatusNotModified && enc != unknownEncoding && !noTransform {
 		rw.notModified(hdr, mediaType, enc)
 	}
-	if !eligibleType || !rw.h.statusMatches(status) || !bodyAllowed(status) || enc == unknownEncoding {
+	eligible := eligibleType && rw.h.statusMatches(status) && bodyAllowed(status) && enc != unknownEncoding
+	if !eligible || noTransform {
 		rw.mode = passThrough
-		metrics.skipped.Inc()
+		// no_transform counts what would otherwise have been changed: a
+		// body, a fragment's retry, a 304's validator.
+		if noTransform && (eligible || eligibleType && (status == http.StatusPartialContent || status == http.StatusNotModified)) {
+			metrics.noTransform.Inc()
+		} else {
+			metrics.skipped.Inc()
+		}
 		rw.ResponseWriter.WriteHeader(status)
 		return
 	}
@@ -138,6 +150,13 @@ func (rw *responseWriter) WriteHeader(status int) {
 	strong := isStrongETag(etag)
 	if strong {
 		hdr.Set("Etag", weakETag(etag, enc)) // the bytes differ from the origin's
+	}
+	if rw.req.Method == http.MethodHead {
+		// HEAD announces what GET would (RFC 9110 §9.3.2), the header
+		// adjusted above; there is no body to substitute.
+		rw.mode = passThrough
+		rw.ResponseWriter.WriteHeader(status)
+		return
 	}
 
 	rw.mode = substituting
@@ -152,7 +171,7 @@ func (rw *responseWriter) WriteHeader(status int) {
 	}
 	rw.body = rw.stream
 	if strong && rw.h.memo != nil {
-		rw.useMemo(etag)
+		rw.useMemo(hdr, etag)
 	}
 	if rw.mode == copying {
 		rw.body = &rw.out
@@ -237,11 +256,13 @@ func listsETag(values []string, tag string) bool {
 }
 
 // useMemo streams the body unscanned when the same bytes matched no rule
-// before.
-func (rw *responseWriter) useMemo(etag string) {
-	// The request as the handler below answers it: handlers rewrite it
-	// before they answer, not after.
-	key := rw.h.memo.resource(rw.req.Method, hostOnly(rw.req.Host), rw.req.URL.Path, rw.req.URL.RawQuery)
+// before, for the same representation (see memo.representation).
+func (rw *responseWriter) useMemo(hdr http.Header, etag string) {
+	key, ok := rw.h.memo.representation(rw.req, hdr)
+	if !ok {
+		metrics.memoIneligible.Inc()
+		return
+	}
 	if rw.h.memo.unmatched(key, etag) {
 		metrics.memoHits.Inc()
 		rw.mode = copying
@@ -383,12 +404,4 @@ func mediaTypeOf(ct string) string {
 // bodyAllowed reports whether a response with this status has a body.
 func bodyAllowed(status int) bool {
 	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
-}
-
-// hostOnly strips the port from a Host header.
-func hostOnly(host string) string {
-	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
-		return host[:i]
-	}
-	return host
 }
