@@ -199,7 +199,7 @@ func TestMisses(t *testing.T) {
 	missCase(t, h, missCrossOrigin, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail, "Sec-Fetch-Site", "cross-site"), file(v2))
 	// Cross-origin CORS without Access-Control-Allow-Origin.
 	missCase(t, h, missCrossOrigin, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail, "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "cors", "Origin", "https://evil.test"), file(v2))
-	// Not eligible: error status, a body already encoded, no-transform, HEAD.
+	// Not eligible: error status, a body already encoded, no-transform, POST.
 	missCase(t, h, missIneligible, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail), caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNotFound)
 		_, err := w.Write(v2)
@@ -212,9 +212,9 @@ func TestMisses(t *testing.T) {
 	if resp.StatusCode != http.StatusPartialContent || !bytes.Equal(readBody(t, resp), v2[:100]) {
 		t.Fatalf("range: status %d, want 206 with the first 100 bytes", resp.StatusCode)
 	}
-	head := browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail)
-	head.Method = http.MethodHead
-	missCase(t, h, missIneligible, head, file(v2))
+	post := browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail)
+	post.Method = http.MethodPost
+	missCase(t, h, missIneligible, post, file(v2))
 
 	// Credentialed CORS (the request carries cookies): * does not let the
 	// page read the response, nor the origin without

@@ -20,6 +20,7 @@ const (
 	passThrough mode = iota // untouched (encode below may compress it)
 	compressing             // through a dictionary encoder
 	fromCache               // the delta cache had it: the body is discarded
+	headOnly                // a HEAD with a delta's header: the body is discarded
 )
 
 // responseWriter decides at WriteHeader whether the response is marked
@@ -36,6 +37,15 @@ type responseWriter struct {
 
 	plan plan
 	mark bool // the request's path matches h.Match: mark an eligible response
+	// head is set for a HEAD request: it gets the header fields its GET
+	// would get, decided from the header alone, and nothing is captured,
+	// compressed or counted in the metrics. What only the GET's body or the
+	// moment's load decides is left as for an unbounded GET: it is marked
+	// whatever the capture budget, and announced as a delta whatever
+	// max_encoders are in use; a delta's Content-Length is sent only when
+	// the delta cache holds its bytes (else it is known only once
+	// compressed, RFC 9110 §9.3.2).
+	head bool
 
 	wroteHeader      bool
 	mode             mode
@@ -98,18 +108,26 @@ func (rw *responseWriter) WriteHeader(status int) {
 	if rw.plan.dict != nil {
 		switch {
 		case !eligible || tiny:
-			metrics.missBy[missIneligible].Inc()
+			rw.miss(missIneligible)
 		case !readable:
-			metrics.missBy[missCrossOrigin].Inc()
+			rw.miss(missCrossOrigin)
 		default:
 			reason := rw.startDelta(hdr, status)
 			if reason == "" {
 				return
 			}
-			metrics.missBy[reason].Inc()
+			rw.miss(reason)
 		}
 	}
 	rw.ResponseWriter.WriteHeader(status)
+}
+
+// miss counts why a request naming a dictionary gets none (no reason: it
+// gets one). A HEAD is not counted: it sends no body either way.
+func (rw *responseWriter) miss(reason string) {
+	if reason != "" && !rw.head {
+		metrics.missBy[reason].Inc()
+	}
 }
 
 // startMark marks the response as a dictionary and captures its body for
@@ -131,6 +149,10 @@ func (rw *responseWriter) startMark(hdr http.Header) {
 			return
 		}
 		limit = n
+	}
+	if rw.head {
+		hdr.Set("Use-As-Dictionary", useAsDictionary(rw.h.Match, rw.h.MatchDest, rw.h.ID))
+		return // no body to capture
 	}
 	if etag := hdr.Get("Etag"); isStrongETag(etag) {
 		rw.res = resourceKey{rw.origin, rw.path, etag}
@@ -168,6 +190,11 @@ func (rw *responseWriter) startDelta(hdr http.Header, status int) string {
 		rw.deltaKey = deltaKey{rw.origin, rw.uri, d.key.hash, etag, coding}
 		cached, _ = rw.h.deltas.get(rw.deltaKey)
 	}
+	if rw.head {
+		rw.startHeadDelta(hdr, etag, strong, cached)
+		rw.ResponseWriter.WriteHeader(status)
+		return ""
+	}
 	if cached == nil {
 		if !rw.h.takeEncoderSlot() {
 			return missBusy
@@ -181,14 +208,7 @@ func (rw *responseWriter) startDelta(hdr http.Header, status int) string {
 		}
 		rw.enc = enc
 	}
-	hdr.Del("Content-Length")
-	hdr.Del("Accept-Ranges")
-	hdr.Set("Content-Encoding", coding)
-	if strong {
-		hdr.Set("Etag", codedETag(etag, coding, d.key.hash))
-	} else {
-		hdr.Del("Etag") // a weak ETag may stand for other bytes, and so another delta
-	}
+	rw.setDeltaHeader(hdr, etag, strong)
 	metrics.hitBy[coding].Inc()
 	if cached != nil {
 		metrics.deltaHits.Inc()
@@ -209,6 +229,31 @@ func (rw *responseWriter) startDelta(hdr http.Header, status int) string {
 	rw.sent = countingWriter{w: rw.ResponseWriter, tee: rw.delta}
 	rw.writeErr = d.encoders.start(coding, rw.enc, &rw.sent)
 	return ""
+}
+
+// setDeltaHeader turns the header of the identity response, with etag
+// (strong or not), into the header of its delta in the planned coding.
+func (rw *responseWriter) setDeltaHeader(hdr http.Header, etag string, strong bool) {
+	hdr.Del("Content-Length")
+	hdr.Del("Accept-Ranges")
+	hdr.Set("Content-Encoding", rw.plan.coding)
+	if strong {
+		hdr.Set("Etag", codedETag(etag, rw.plan.coding, rw.plan.dict.key.hash))
+	} else {
+		hdr.Del("Etag") // a weak ETag may stand for other bytes, and so another delta
+	}
+}
+
+// startHeadDelta gives a HEAD the header of the delta its GET would get,
+// with the Content-Length of the cached delta if there is one, and
+// discards what the handlers below write as the body: net/http would
+// otherwise announce the identity body's length.
+func (rw *responseWriter) startHeadDelta(hdr http.Header, etag string, strong bool, cached []byte) {
+	rw.setDeltaHeader(hdr, etag, strong)
+	if cached != nil {
+		hdr.Set("Content-Length", strconv.Itoa(len(cached)))
+	}
+	rw.mode = headOnly
 }
 
 // Write routes p according to the decision taken at WriteHeader.
@@ -239,6 +284,8 @@ func (rw *responseWriter) Write(p []byte) (int, error) {
 		return n, err
 	case fromCache:
 		rw.identity += int64(len(p))
+		return len(p), nil
+	case headOnly:
 		return len(p), nil
 	}
 	return rw.ResponseWriter.Write(p)
@@ -295,7 +342,7 @@ func (rw *responseWriter) finish(abort bool) error {
 		rw.h.releaseEncoderSlot()
 	}
 	complete := !abort && err == nil && rw.writeErr == nil
-	if rw.mode != passThrough && complete {
+	if (rw.mode == compressing || rw.mode == fromCache) && complete {
 		// A body of a few bytes comes out larger (the 36- or 40-byte
 		// header alone); a counter cannot go down, so only savings count.
 		if saved := rw.identity - rw.sent.n; saved > 0 {
