@@ -3,6 +3,7 @@ package dictionary
 import (
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
@@ -58,6 +59,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		uri:                   orig.URL.RequestURI(),
 		mark:                  h.match.matches(path) && requestReadable(r) && len(r.Header["Authorization"]) == 0,
 		head:                  r.Method == http.MethodHead,
+		start:                 time.Now(),
 	}
 	if len(r.Header["Available-Dictionary"]) > 0 {
 		var reason string

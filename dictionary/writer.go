@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
@@ -58,6 +59,13 @@ type responseWriter struct {
 	identity int64          // bytes given to the encoder
 	deltaKey deltaKey
 	delta    *capture // the compressed body, for the delta cache
+	// While the response holds its encoder slot: restoreIdle puts back the
+	// server's write idle settings, which the slot's override; own bounds
+	// the encoder's output when the server applies none, under its write
+	// timeout counted from start.
+	start       time.Time
+	restoreIdle func()
+	own         *caddyhttp.IdleTimeoutWriter
 
 	// marking
 	body     *capture // the identity body, for the store
@@ -207,6 +215,7 @@ func (rw *responseWriter) startDelta(hdr http.Header, status int) string {
 			return missIneligible
 		}
 		rw.enc = enc
+		rw.boundSlotWrites()
 	}
 	rw.setDeltaHeader(hdr, etag, strong)
 	metrics.hitBy[coding].Inc()
@@ -227,8 +236,69 @@ func (rw *responseWriter) startDelta(hdr http.Header, status int) string {
 	rw.ResponseWriter.WriteHeader(status)
 	rw.mode = compressing
 	rw.sent = countingWriter{w: rw.ResponseWriter, tee: rw.delta}
-	rw.writeErr = d.encoders.start(coding, rw.enc, &rw.sent)
+	if rw.own != nil {
+		rw.sent.w = rw.own
+	}
+	if rw.writeErr = d.encoders.start(coding, rw.enc, &rw.sent); rw.writeErr != nil {
+		rw.dropEncoder()
+	}
 	return ""
+}
+
+// boundSlotWrites bounds, while the response holds its encoder slot, how
+// long its writes may stall (EncoderWriteIdle) and how slowly its client may
+// read (EncoderMinRate): a client that stops reading would otherwise hold
+// the slot, and the prepared encoder of several MiB, for as long as the
+// server's own write_idle timeout allows (1 minute per write by default,
+// forever when it is off or the client reads a little now and then), and
+// max_encoders such clients would stop deltas for everyone. Caddy's
+// server applies its write idle timeout with a writer below every handler,
+// which sets the deadline last: the slot's bounds override its settings
+// (Caddy's way for a handler with idle timeouts of its own), and finish
+// puts them back. When the server applies none, the encoder's output gets
+// such a writer of its own, under the server's write timeout if any.
+func (rw *responseWriter) boundSlotWrites() {
+	timeout, minRate := time.Duration(rw.h.EncoderWriteIdle), max(rw.h.EncoderMinRate, 0)
+	if _, iw := caddyhttp.IdleTimeoutsFromContext(rw.req.Context()); iw != nil {
+		rw.restoreIdle = iw.Override(timeout, minRate, 0)
+		return
+	}
+	var hard time.Time
+	if srv, ok := rw.req.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv.WriteTimeout > 0 {
+		hard = rw.start.Add(time.Duration(srv.WriteTimeout))
+	}
+	rw.own = &caddyhttp.IdleTimeoutWriter{
+		ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: rw.ResponseWriter},
+		//nolint:bodyclose // not a client response
+		Ctrl:     http.NewResponseController(rw.ResponseWriter),
+		Deadline: caddyhttp.IdleDeadline{Start: time.Now(), Timeout: timeout, MinRate: minRate, HardDeadline: hard},
+		Logger:   rw.h.logger,
+		// Cleared after each write on every protocol: the deadline must
+		// not outlive the slot.
+		ClearBetweenWrites: true,
+	}
+}
+
+// releaseSlot gives back the encoder slot and the server's write idle
+// settings.
+func (rw *responseWriter) releaseSlot() {
+	if rw.restoreIdle != nil {
+		rw.restoreIdle()
+		rw.restoreIdle = nil
+	}
+	rw.own = nil
+	rw.h.releaseEncoderSlot()
+}
+
+// dropEncoder gives back the encoder slot of a response whose write to the
+// client failed (past encoder_write_idle, or the client went away) at once,
+// not when the handlers below stop writing. The encoder, stopped
+// mid-stream, is dropped rather than pooled.
+func (rw *responseWriter) dropEncoder() {
+	if rw.enc != nil {
+		rw.enc = nil
+		rw.releaseSlot()
+	}
 }
 
 // setDeltaHeader turns the header of the identity response, with etag
@@ -280,6 +350,7 @@ func (rw *responseWriter) Write(p []byte) (int, error) {
 		rw.identity += int64(n)
 		if err != nil {
 			rw.writeErr = err
+			rw.dropEncoder()
 		}
 		return n, err
 	case fromCache:
@@ -321,11 +392,16 @@ func (rw *responseWriter) FlushError() error {
 	if rw.mode == compressing && rw.writeErr == nil {
 		if err := rw.enc.Flush(); err != nil {
 			rw.writeErr = err
+			rw.dropEncoder()
 			return err
 		}
 	}
+	var w http.ResponseWriter = rw.ResponseWriter
+	if rw.own != nil {
+		w = rw.own // bounded as the writes are
+	}
 	//nolint:bodyclose // not a client response
-	return http.NewResponseController(rw.ResponseWriter).Flush()
+	return http.NewResponseController(w).Flush()
 }
 
 // finish ends the body, and stores what the response taught: its body
@@ -339,7 +415,7 @@ func (rw *responseWriter) finish(abort bool) error {
 		}
 		rw.plan.dict.encoders.put(rw.plan.coding, rw.enc)
 		rw.enc = nil
-		rw.h.releaseEncoderSlot()
+		rw.releaseSlot()
 	}
 	complete := !abort && err == nil && rw.writeErr == nil
 	if (rw.mode == compressing || rw.mode == fromCache) && complete {
@@ -370,10 +446,7 @@ func (rw *responseWriter) finish(abort bool) error {
 // capture budget of a response cut short by a panic below. The encoder,
 // stopped mid-stream, is dropped rather than pooled.
 func (rw *responseWriter) releaseHeld() {
-	if rw.enc != nil {
-		rw.enc = nil
-		rw.h.releaseEncoderSlot()
-	}
+	rw.dropEncoder()
 	rw.body = nil
 	if rw.reserved > 0 {
 		rw.h.store.release(rw.reserved)
