@@ -577,6 +577,58 @@ func TestEncodersBounded(t *testing.T) {
 	}
 }
 
+// failingWriter is a client connection that takes n bytes, then fails
+// every write, as one past its write deadline does.
+type failingWriter struct {
+	*httptest.ResponseRecorder
+	n int
+}
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > w.n {
+		k, _ := w.ResponseRecorder.Write(p[:w.n])
+		w.n = 0
+		return k, errors.New("write deadline exceeded")
+	}
+	w.n -= len(p)
+	return w.ResponseRecorder.Write(p)
+}
+
+// TestFailedWriteGivesBackSlot: once a write to the client fails (a client
+// past encoder_write_idle, or gone), the response's encoder slot comes back
+// at once, even while the handler below goes on writing (one that ignores
+// write errors, or a slow upstream), and its later writes fail.
+func TestFailedWriteGivesBackSlot(t *testing.T) {
+	h := provision(t, &Handler{Match: "/assets/app.*.js", MaxEncoders: 1, DeltaCacheSize: DeltaCacheOff})
+	v1, v2 := sampleVersions(t)
+	serve(t, h, browserRequest("a.test", "/assets/app.1.js"), file(v1))
+	req := browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", formatAvailableDictionary(sha256.Sum256(v1)))
+	var held, afterFailure int
+	var lateErr error
+	stubborn := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Etag", `"v2"`)
+		w.WriteHeader(http.StatusOK)
+		held = len(h.encoderSlots)
+		for i := 0; i < len(v2); i += 1024 {
+			_, _ = w.Write(v2[i:min(i+1024, len(v2))])
+			_ = http.NewResponseController(w).Flush()
+		}
+		afterFailure = len(h.encoderSlots)
+		_, lateErr = w.Write([]byte("more"))
+		return nil
+	})
+	rec := &failingWriter{ResponseRecorder: httptest.NewRecorder(), n: 100}
+	if err := h.ServeHTTP(rec, req, stubborn); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Header().Get("Content-Encoding") != codingDCZ || held != 1 {
+		t.Fatalf("Content-Encoding %q, %d slots held while compressing; want dcz and 1", rec.Header().Get("Content-Encoding"), held)
+	}
+	if afterFailure != 0 || lateErr == nil {
+		t.Errorf("after the client write failed: %d slots held (want 0), a later write returned %v (want an error)", afterFailure, lateErr)
+	}
+}
+
 // TestAbortGivesBack: reverse_proxy ends a response whose upstream (or
 // client) fails mid-body by panicking with http.ErrAbortHandler. The
 // encoder slot and the capture budget the response held come back, so cut
