@@ -53,7 +53,7 @@ var subdirectives = []string{"match", "match_dest", "id", "encodings", "max_size
 //	    dcb_window <10-24>               # default 20
 //	    max_encoders <n>                 # responses compressed at once; default 32
 //	    encoder_write_idle <duration>    # a write holding an encoder may stall; default 10s
-//	    encoder_min_rate <size>|off      # per second, past the first encoder_write_idle; default 4KiB
+//	    encoder_min_rate <size>          # per second, past the first encoder_write_idle; default none
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -123,13 +123,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.EncoderWriteIdle = caddy.Duration(dur)
 			err = checkEncoderWriteIdle(h.EncoderWriteIdle)
 		case "encoder_min_rate":
-			if args[0] == "off" {
-				h.EncoderMinRate = EncoderMinRateOff
-				continue
-			}
 			rate, perr := humanize.ParseBytes(args[0])
 			if perr != nil || rate == 0 {
-				return d.Errf("dictionary: encoder_min_rate %q: must be a size per second such as 4KiB, or off", args[0])
+				return d.Errf("dictionary: encoder_min_rate %q: must be a size per second such as 4KiB", args[0])
 			}
 			h.EncoderMinRate = int64(min(rate, math.MaxInt64))
 			err = checkEncoderMinRate(h.EncoderMinRate)

@@ -37,12 +37,9 @@ const (
 	DefaultDCBQuality     = 5
 	DefaultDCBWindow      = 20
 	DefaultMaxEncoders    = 32
-	// DefaultEncoderWriteIdle and DefaultEncoderMinRate bound how long a
-	// client that stops reading holds an encoder slot.
+	// DefaultEncoderWriteIdle bounds how long a client that stops reading
+	// holds an encoder slot.
 	DefaultEncoderWriteIdle = caddy.Duration(10 * time.Second)
-	DefaultEncoderMinRate   = 4 << 10
-	// EncoderMinRateOff in EncoderMinRate asks for no minimum rate.
-	EncoderMinRateOff = -1
 	// DeltaCacheOff in DeltaCacheSize turns the delta cache off.
 	DeltaCacheOff = -1
 
@@ -120,16 +117,18 @@ type Handler struct {
 	// compressed against a dictionary may stall: past it, the response is
 	// cut and its encoder slot given back, so that clients that stop
 	// reading cannot hold the max_encoders slots. While the response holds
-	// its slot, this and EncoderMinRate take the place of the server's
-	// write_idle timeout and rate (its write timeout, a hard deadline,
-	// still applies). 100ms..1h; default: 10s.
+	// its slot, this and EncoderMinRate tighten the server's write_idle
+	// timeout and rate (whichever is stricter applies; its write timeout,
+	// a hard deadline, still does). 100ms..1h; default: 10s.
 	EncoderWriteIdle caddy.Duration `json:"encoder_write_idle,omitempty"`
 
-	// EncoderMinRate is the rate, in bytes per second, at which a client
-	// must take a dictionary-compressed response, on average, once the
+	// EncoderMinRate is the rate, in bytes per second, at which a
+	// dictionary-compressed response must go out, on average, once the
 	// first EncoderWriteIdle has passed: a client reading just often
-	// enough to keep every write under EncoderWriteIdle is cut too when it
-	// falls below it. Default: 4 KiB/s; -1 for none.
+	// enough to keep every write under EncoderWriteIdle is then cut too.
+	// The rate counts what the handlers below produce as well: a response
+	// from an upstream slower than it is cut, whatever its client does.
+	// Default: none (0).
 	EncoderMinRate int64 `json:"encoder_min_rate,omitempty"`
 
 	match pattern
@@ -180,9 +179,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	if h.EncoderWriteIdle == 0 {
 		h.EncoderWriteIdle = DefaultEncoderWriteIdle
-	}
-	if h.EncoderMinRate == 0 {
-		h.EncoderMinRate = DefaultEncoderMinRate
 	}
 	if err := h.Validate(); err != nil { // before sizing anything by the values
 		return err

@@ -126,8 +126,8 @@ func checkEncoderWriteIdle(d caddy.Duration) error {
 }
 
 func checkEncoderMinRate(n int64) error {
-	if n != EncoderMinRateOff && (n < 1 || n > maxEncoderMinRate) {
-		return fmt.Errorf("encoder_min_rate %d: must be 1 byte/s..1GiB/s, or off (-1 in JSON); default %d", n, DefaultEncoderMinRate)
+	if n < 0 || n > maxEncoderMinRate {
+		return fmt.Errorf("encoder_min_rate %d: must be 0 (none, the default)..1GiB bytes a second", n)
 	}
 	return nil
 }

@@ -254,13 +254,14 @@ func (rw *responseWriter) startDelta(hdr http.Header, status int) string {
 // max_encoders such clients would stop deltas for everyone. Caddy's
 // server applies its write idle timeout with a writer below every handler,
 // which sets the deadline last: the slot's bounds override its settings
-// (Caddy's way for a handler with idle timeouts of its own), and finish
-// puts them back. When the server applies none, the encoder's output gets
+// where they are tighter (Caddy's way for a handler with idle timeouts of
+// its own), and releasing the slot puts them back. When the server applies none, the encoder's output gets
 // such a writer of its own, under the server's write timeout if any.
 func (rw *responseWriter) boundSlotWrites() {
-	timeout, minRate := time.Duration(rw.h.EncoderWriteIdle), max(rw.h.EncoderMinRate, 0)
+	timeout, minRate := time.Duration(rw.h.EncoderWriteIdle), rw.h.EncoderMinRate
 	if _, iw := caddyhttp.IdleTimeoutsFromContext(rw.req.Context()); iw != nil {
-		rw.restoreIdle = iw.Override(timeout, minRate, 0)
+		// Only ever tighter than the server's own settings.
+		rw.restoreIdle = iw.Override(min(timeout, iw.Deadline.Timeout), max(minRate, iw.Deadline.MinRate), 0)
 		return
 	}
 	var hard time.Time
