@@ -2,10 +2,16 @@ package dictionary
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
 
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	brrr "github.com/molecule-man/go-brrr"
+	"go.uber.org/zap"
 )
 
 // BenchmarkCompressRelease compresses the next release of a script, side by
@@ -66,4 +72,34 @@ type countingDiscard struct{ n int }
 func (c *countingDiscard) Write(p []byte) (int, error) {
 	c.n += len(p)
 	return len(p), nil
+}
+
+// BenchmarkDeltaResponse serves the next release of a script as dcz through
+// the handler, delta cache off (so each response is compressed), below the
+// write idle writer Caddy's server puts under every handler: the cost of a
+// delta response with its bookkeeping (slot, write bounds, marking).
+func BenchmarkDeltaResponse(b *testing.B) {
+	old, cur := sampleVersions(b)
+	h := provision(b, &Handler{Match: "/assets/app.*.js", Encodings: []string{codingDCZ}, DeltaCacheSize: DeltaCacheOff})
+	serve(b, h, browserRequest("a.test", "/assets/app.1.js"), file(old))
+	avail := formatAvailableDictionary(sha256.Sum256(old))
+	next := file(cur)
+	b.SetBytes(int64(len(cur)))
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		iw := &caddyhttp.IdleTimeoutWriter{
+			ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: rec},
+			Ctrl:                  http.NewResponseController(rec),
+			Deadline:              caddyhttp.IdleDeadline{Start: time.Now(), Timeout: time.Minute},
+			Logger:                zap.NewNop(),
+		}
+		r := browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail)
+		r = r.WithContext(caddyhttp.ContextWithIdleTimeouts(r.Context(), nil, iw))
+		if err := h.ServeHTTP(iw, r, next); err != nil {
+			b.Fatal(err)
+		}
+		if rec.Header().Get("Content-Encoding") != codingDCZ {
+			b.Fatal("not a delta")
+		}
+	}
 }

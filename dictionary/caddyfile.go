@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -31,7 +32,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 }
 
 // subdirectives are the options of the directive's block.
-var subdirectives = []string{"match", "match_dest", "id", "encodings", "max_size", "store_size", "delta_cache_size", "zstd_level", "dcb_quality", "dcb_window", "max_encoders"}
+var subdirectives = []string{"match", "match_dest", "id", "encodings", "max_size", "store_size", "delta_cache_size", "zstd_level", "dcb_quality", "dcb_window", "max_encoders", "encoder_write_idle", "encoder_min_rate"}
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
@@ -51,6 +52,8 @@ var subdirectives = []string{"match", "match_dest", "id", "encodings", "max_size
 //	    dcb_quality <2-11>               # default 5
 //	    dcb_window <10-24>               # default 20
 //	    max_encoders <n>                 # responses compressed at once; default 32
+//	    encoder_write_idle <duration>    # a write holding an encoder may stall; default 10s
+//	    encoder_min_rate <size>          # per second, past the first encoder_write_idle; default none
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -112,6 +115,20 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			default:
 				h.DeltaCacheSize, err = n, checkDeltaCacheSize(n)
 			}
+		case "encoder_write_idle":
+			dur, perr := caddy.ParseDuration(args[0])
+			if perr != nil {
+				return d.Errf("dictionary: encoder_write_idle %q: must be a duration such as 10s", args[0])
+			}
+			h.EncoderWriteIdle = caddy.Duration(dur)
+			err = checkEncoderWriteIdle(h.EncoderWriteIdle)
+		case "encoder_min_rate":
+			rate, perr := humanize.ParseBytes(args[0])
+			if perr != nil || rate == 0 {
+				return d.Errf("dictionary: encoder_min_rate %q: must be a size per second such as 4KiB", args[0])
+			}
+			h.EncoderMinRate = int64(min(rate, math.MaxInt64))
+			err = checkEncoderMinRate(h.EncoderMinRate)
 		case "zstd_level":
 			h.ZstdLevel, err = parseZstdLevel(strings.ToLower(args[0]))
 		case "dcb_quality", "dcb_window", "max_encoders":

@@ -35,7 +35,11 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"dictionary /assets/* /assets/app.*.js", ""},
 		// A first argument starting with / is the route's matcher.
 		{"dictionary /assets/app.*.js", "match: empty"},
-		{"dictionary {\n\t\tmatch /a/*.js\n\t\tmatch_dest script style\n\t\tid v1\n\t\tencodings dcb dcz\n\t\tmax_size 1MiB\n\t\tstore_size 8MiB\n\t\tdelta_cache_size off\n\t\tzstd_level best\n\t\tdcb_quality 6\n\t\tdcb_window 20\n\t\tmax_encoders 8\n\t}", ""},
+		{"dictionary {\n\t\tmatch /a/*.js\n\t\tmatch_dest script style\n\t\tid v1\n\t\tencodings dcb dcz\n\t\tmax_size 1MiB\n\t\tstore_size 8MiB\n\t\tdelta_cache_size off\n\t\tzstd_level best\n\t\tdcb_quality 6\n\t\tdcb_window 20\n\t\tmax_encoders 8\n\t\tencoder_write_idle 5s\n\t\tencoder_min_rate 16KiB\n\t}", ""},
+		{"dictionary {\n\t\tmatch /a/*\n\t\tencoder_min_rate off\n\t}", "must be a size per second"},
+		{"dictionary {\n\t\tmatch /a/*\n\t\tencoder_write_idle 10ms\n\t}", "encoder_write_idle 10ms"},
+		{"dictionary {\n\t\tmatch /a/*\n\t\tencoder_write_idle soon\n\t}", "must be a duration"},
+		{"dictionary {\n\t\tmatch /a/*\n\t\tencoder_min_rate 2GiB\n\t}", "encoder_min_rate"},
 		{"dictionary", "match: empty"},
 		{"dictionary * assets/*", "must be a path starting with /"},
 		{"dictionary * /a/:id", "URLPattern syntax"},
@@ -71,6 +75,7 @@ func TestCaddyfileErrorsNameTheLine(t *testing.T) {
 	for _, opt := range []string{
 		"match /a/:id", "match_dest \"a b\"", "id \"a b\"", "encodings gzip", "max_size 1GiB",
 		"delta_cache_size 100GiB", "zstd_level 19", "dcb_quality 1", "dcb_window 25", "max_encoders 0",
+		"encoder_write_idle 2h", "encoder_min_rate 2GiB",
 	} {
 		caddyfileText := ":8080 {\n\tdictionary {\n\t\tmatch /a/*\n\t\t" + opt + "\n\t}\n\trespond ok\n}\n"
 		if strings.HasPrefix(opt, "match ") {

@@ -3,6 +3,7 @@ package dictionary
 import (
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
@@ -29,10 +30,12 @@ type plan struct {
 // ServeHTTP marks eligible responses as dictionaries and compresses
 // responses against the dictionary the client names, when it may.
 //
-// Only GET responses are marked or compressed: HEAD has no body to store
-// or compress (its header would lie about the coding of the GET).
+// Only GET responses are marked or compressed. A HEAD gets the header
+// fields the GET would (RFC 9110 §9.3.2): Vary, Use-As-Dictionary, and for
+// a delta Content-Encoding and the coded ETag, without a body stored or
+// compressed (see responseWriter.head).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	if r.Method != http.MethodGet {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		if len(r.Header["Available-Dictionary"]) > 0 {
 			metrics.missBy[missIneligible].Inc()
 		}
@@ -55,13 +58,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		path:                  path,
 		uri:                   orig.URL.RequestURI(),
 		mark:                  h.match.matches(path) && requestReadable(r) && len(r.Header["Authorization"]) == 0,
+		head:                  r.Method == http.MethodHead,
+		start:                 time.Now(),
 	}
 	if len(r.Header["Available-Dictionary"]) > 0 {
 		var reason string
 		rw.plan, reason = h.planDelta(r, origin, path)
-		if reason != "" {
-			metrics.missBy[reason].Inc()
-		}
+		rw.miss(reason)
 	}
 	rw.stripETagSuffix()
 	// reverse_proxy aborts a response whose upstream or client fails

@@ -199,7 +199,7 @@ func TestMisses(t *testing.T) {
 	missCase(t, h, missCrossOrigin, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail, "Sec-Fetch-Site", "cross-site"), file(v2))
 	// Cross-origin CORS without Access-Control-Allow-Origin.
 	missCase(t, h, missCrossOrigin, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail, "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "cors", "Origin", "https://evil.test"), file(v2))
-	// Not eligible: error status, a body already encoded, no-transform, HEAD.
+	// Not eligible: error status, a body already encoded, no-transform, POST.
 	missCase(t, h, missIneligible, browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail), caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNotFound)
 		_, err := w.Write(v2)
@@ -212,9 +212,9 @@ func TestMisses(t *testing.T) {
 	if resp.StatusCode != http.StatusPartialContent || !bytes.Equal(readBody(t, resp), v2[:100]) {
 		t.Fatalf("range: status %d, want 206 with the first 100 bytes", resp.StatusCode)
 	}
-	head := browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail)
-	head.Method = http.MethodHead
-	missCase(t, h, missIneligible, head, file(v2))
+	post := browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", avail)
+	post.Method = http.MethodPost
+	missCase(t, h, missIneligible, post, file(v2))
 
 	// Credentialed CORS (the request carries cookies): * does not let the
 	// page read the response, nor the origin without
@@ -574,6 +574,58 @@ func TestEncodersBounded(t *testing.T) {
 	}
 	if resp := serve(t, h, req(), file(v2)); resp.Header.Get("Content-Encoding") != codingDCZ {
 		t.Fatal("slots not given back when the responses ended")
+	}
+}
+
+// failingWriter is a client connection that takes n bytes, then fails
+// every write, as one past its write deadline does.
+type failingWriter struct {
+	*httptest.ResponseRecorder
+	n int
+}
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > w.n {
+		k, _ := w.ResponseRecorder.Write(p[:w.n])
+		w.n = 0
+		return k, errors.New("write deadline exceeded")
+	}
+	w.n -= len(p)
+	return w.ResponseRecorder.Write(p)
+}
+
+// TestFailedWriteGivesBackSlot: once a write to the client fails (a client
+// past encoder_write_idle, or gone), the response's encoder slot comes back
+// at once, even while the handler below goes on writing (one that ignores
+// write errors, or a slow upstream), and its later writes fail.
+func TestFailedWriteGivesBackSlot(t *testing.T) {
+	h := provision(t, &Handler{Match: "/assets/app.*.js", MaxEncoders: 1, DeltaCacheSize: DeltaCacheOff})
+	v1, v2 := sampleVersions(t)
+	serve(t, h, browserRequest("a.test", "/assets/app.1.js"), file(v1))
+	req := browserRequest("a.test", "/assets/app.2.js", "Available-Dictionary", formatAvailableDictionary(sha256.Sum256(v1)))
+	var held, afterFailure int
+	var lateErr error
+	stubborn := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Etag", `"v2"`)
+		w.WriteHeader(http.StatusOK)
+		held = len(h.encoderSlots)
+		for i := 0; i < len(v2); i += 1024 {
+			_, _ = w.Write(v2[i:min(i+1024, len(v2))])
+			_ = http.NewResponseController(w).Flush()
+		}
+		afterFailure = len(h.encoderSlots)
+		_, lateErr = w.Write([]byte("more"))
+		return nil
+	})
+	rec := &failingWriter{ResponseRecorder: httptest.NewRecorder(), n: 100}
+	if err := h.ServeHTTP(rec, req, stubborn); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Header().Get("Content-Encoding") != codingDCZ || held != 1 {
+		t.Fatalf("Content-Encoding %q, %d slots held while compressing; want dcz and 1", rec.Header().Get("Content-Encoding"), held)
+	}
+	if afterFailure != 0 || lateErr == nil {
+		t.Errorf("after the client write failed: %d slots held (want 0), a later write returned %v (want an error)", afterFailure, lateErr)
 	}
 }
 

@@ -17,6 +17,7 @@ package dictionary
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -36,6 +37,9 @@ const (
 	DefaultDCBQuality     = 5
 	DefaultDCBWindow      = 20
 	DefaultMaxEncoders    = 32
+	// DefaultEncoderWriteIdle bounds how long a client that stops reading
+	// holds an encoder slot.
+	DefaultEncoderWriteIdle = caddy.Duration(10 * time.Second)
 	// DeltaCacheOff in DeltaCacheSize turns the delta cache off.
 	DeltaCacheOff = -1
 
@@ -47,6 +51,10 @@ const (
 	maxDests     = 16
 	maxIDLen     = 1024
 	maxEncoders  = 4096
+
+	minEncoderWriteIdle = caddy.Duration(100 * time.Millisecond)
+	maxEncoderWriteIdle = caddy.Duration(time.Hour)
+	maxEncoderMinRate   = 1 << 30
 )
 
 // Handler marks responses as compression dictionaries and compresses later
@@ -105,6 +113,24 @@ type Handler struct {
 	// the bound, responses go to encode (miss reason busy). Default: 32.
 	MaxEncoders int `json:"max_encoders,omitempty"`
 
+	// EncoderWriteIdle bounds how long a write of a response being
+	// compressed against a dictionary may stall: past it, the response is
+	// cut and its encoder slot given back, so that clients that stop
+	// reading cannot hold the max_encoders slots. While the response holds
+	// its slot, this and EncoderMinRate tighten the server's write_idle
+	// timeout and rate (whichever is stricter applies; its write timeout,
+	// a hard deadline, still does). 100ms..1h; default: 10s.
+	EncoderWriteIdle caddy.Duration `json:"encoder_write_idle,omitempty"`
+
+	// EncoderMinRate is the rate, in bytes per second, at which a
+	// dictionary-compressed response must go out, on average, once the
+	// first EncoderWriteIdle has passed: a client reading just often
+	// enough to keep every write under EncoderWriteIdle is then cut too.
+	// The rate counts what the handlers below produce as well: a response
+	// from an upstream slower than it is cut, whatever its client does.
+	// Default: none (0).
+	EncoderMinRate int64 `json:"encoder_min_rate,omitempty"`
+
 	match pattern
 	store *store
 	// encoderSlots holds a token per encoder in use (MaxEncoders slots).
@@ -150,6 +176,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	if h.MaxEncoders == 0 {
 		h.MaxEncoders = DefaultMaxEncoders
+	}
+	if h.EncoderWriteIdle == 0 {
+		h.EncoderWriteIdle = DefaultEncoderWriteIdle
 	}
 	if err := h.Validate(); err != nil { // before sizing anything by the values
 		return err
@@ -210,6 +239,8 @@ func (h *Handler) Validate() error {
 		checkDCBQuality(h.DCBQuality),
 		checkDCBWindow(h.DCBWindow),
 		checkMaxEncoders(h.MaxEncoders),
+		checkEncoderWriteIdle(h.EncoderWriteIdle),
+		checkEncoderMinRate(h.EncoderMinRate),
 	} {
 		if err != nil {
 			return fmt.Errorf("dictionary: %w", err)

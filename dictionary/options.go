@@ -3,7 +3,9 @@ package dictionary
 import (
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	brrr "github.com/molecule-man/go-brrr"
 
 	"github.com/caddy-edgekit/edgekit/internal/enum"
@@ -112,6 +114,20 @@ func checkDCBWindow(w int) error {
 func checkMaxEncoders(n int) error {
 	if n < 1 || n > maxEncoders {
 		return fmt.Errorf("max_encoders %d: must be 1..%d (responses compressed against a dictionary at once, each holding an encoder of several MiB; default %d)", n, maxEncoders, DefaultMaxEncoders)
+	}
+	return nil
+}
+
+func checkEncoderWriteIdle(d caddy.Duration) error {
+	if d < minEncoderWriteIdle || d > maxEncoderWriteIdle {
+		return fmt.Errorf("encoder_write_idle %s: must be 100ms..1h (how long a client may stall a response holding an encoder slot; default %s)", time.Duration(d), time.Duration(DefaultEncoderWriteIdle))
+	}
+	return nil
+}
+
+func checkEncoderMinRate(n int64) error {
+	if n < 0 || n > maxEncoderMinRate {
+		return fmt.Errorf("encoder_min_rate %d: must be 0 (none, the default)..1GiB bytes a second", n)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
@@ -20,6 +21,7 @@ const (
 	passThrough mode = iota // untouched (encode below may compress it)
 	compressing             // through a dictionary encoder
 	fromCache               // the delta cache had it: the body is discarded
+	headOnly                // a HEAD with a delta's header: the body is discarded
 )
 
 // responseWriter decides at WriteHeader whether the response is marked
@@ -36,6 +38,15 @@ type responseWriter struct {
 
 	plan plan
 	mark bool // the request's path matches h.Match: mark an eligible response
+	// head is set for a HEAD request: it gets the header fields its GET
+	// would get, decided from the header alone, and nothing is captured,
+	// compressed or counted in the metrics. What only the GET's body or the
+	// moment's load decides is left as for an unbounded GET: it is marked
+	// whatever the capture budget, and announced as a delta whatever
+	// max_encoders are in use; a delta's Content-Length is sent only when
+	// the delta cache holds its bytes (else it is known only once
+	// compressed, RFC 9110 §9.3.2).
+	head bool
 
 	wroteHeader      bool
 	mode             mode
@@ -48,6 +59,13 @@ type responseWriter struct {
 	identity int64          // bytes given to the encoder
 	deltaKey deltaKey
 	delta    *capture // the compressed body, for the delta cache
+	// While the response holds its encoder slot: restoreIdle puts back the
+	// server's write idle settings, which the slot's override; own bounds
+	// the encoder's output when the server applies none, under its write
+	// timeout counted from start.
+	start       time.Time
+	restoreIdle func()
+	own         *caddyhttp.IdleTimeoutWriter
 
 	// marking
 	body     *capture // the identity body, for the store
@@ -98,18 +116,26 @@ func (rw *responseWriter) WriteHeader(status int) {
 	if rw.plan.dict != nil {
 		switch {
 		case !eligible || tiny:
-			metrics.missBy[missIneligible].Inc()
+			rw.miss(missIneligible)
 		case !readable:
-			metrics.missBy[missCrossOrigin].Inc()
+			rw.miss(missCrossOrigin)
 		default:
 			reason := rw.startDelta(hdr, status)
 			if reason == "" {
 				return
 			}
-			metrics.missBy[reason].Inc()
+			rw.miss(reason)
 		}
 	}
 	rw.ResponseWriter.WriteHeader(status)
+}
+
+// miss counts why a request naming a dictionary gets none (no reason: it
+// gets one). A HEAD is not counted: it sends no body either way.
+func (rw *responseWriter) miss(reason string) {
+	if reason != "" && !rw.head {
+		metrics.missBy[reason].Inc()
+	}
 }
 
 // startMark marks the response as a dictionary and captures its body for
@@ -131,6 +157,10 @@ func (rw *responseWriter) startMark(hdr http.Header) {
 			return
 		}
 		limit = n
+	}
+	if rw.head {
+		hdr.Set("Use-As-Dictionary", useAsDictionary(rw.h.Match, rw.h.MatchDest, rw.h.ID))
+		return // no body to capture
 	}
 	if etag := hdr.Get("Etag"); isStrongETag(etag) {
 		rw.res = resourceKey{rw.origin, rw.path, etag}
@@ -168,6 +198,11 @@ func (rw *responseWriter) startDelta(hdr http.Header, status int) string {
 		rw.deltaKey = deltaKey{rw.origin, rw.uri, d.key.hash, etag, coding}
 		cached, _ = rw.h.deltas.get(rw.deltaKey)
 	}
+	if rw.head {
+		rw.startHeadDelta(hdr, etag, strong, cached)
+		rw.ResponseWriter.WriteHeader(status)
+		return ""
+	}
 	if cached == nil {
 		if !rw.h.takeEncoderSlot() {
 			return missBusy
@@ -180,15 +215,9 @@ func (rw *responseWriter) startDelta(hdr http.Header, status int) string {
 			return missIneligible
 		}
 		rw.enc = enc
+		rw.boundSlotWrites()
 	}
-	hdr.Del("Content-Length")
-	hdr.Del("Accept-Ranges")
-	hdr.Set("Content-Encoding", coding)
-	if strong {
-		hdr.Set("Etag", codedETag(etag, coding, d.key.hash))
-	} else {
-		hdr.Del("Etag") // a weak ETag may stand for other bytes, and so another delta
-	}
+	rw.setDeltaHeader(hdr, etag, strong)
 	metrics.hitBy[coding].Inc()
 	if cached != nil {
 		metrics.deltaHits.Inc()
@@ -207,8 +236,95 @@ func (rw *responseWriter) startDelta(hdr http.Header, status int) string {
 	rw.ResponseWriter.WriteHeader(status)
 	rw.mode = compressing
 	rw.sent = countingWriter{w: rw.ResponseWriter, tee: rw.delta}
-	rw.writeErr = d.encoders.start(coding, rw.enc, &rw.sent)
+	if rw.own != nil {
+		rw.sent.w = rw.own
+	}
+	if rw.writeErr = d.encoders.start(coding, rw.enc, &rw.sent); rw.writeErr != nil {
+		rw.dropEncoder()
+	}
 	return ""
+}
+
+// boundSlotWrites bounds, while the response holds its encoder slot, how
+// long its writes may stall (EncoderWriteIdle) and how slowly its client may
+// read (EncoderMinRate): a client that stops reading would otherwise hold
+// the slot, and the prepared encoder of several MiB, for as long as the
+// server's own write_idle timeout allows (1 minute per write by default,
+// forever when it is off or the client reads a little now and then), and
+// max_encoders such clients would stop deltas for everyone. Caddy's
+// server applies its write idle timeout with a writer below every handler,
+// which sets the deadline last: the slot's bounds override its settings
+// where they are tighter (Caddy's way for a handler with idle timeouts of
+// its own), and releasing the slot puts them back. When the server applies none, the encoder's output gets
+// such a writer of its own, under the server's write timeout if any.
+func (rw *responseWriter) boundSlotWrites() {
+	timeout, minRate := time.Duration(rw.h.EncoderWriteIdle), rw.h.EncoderMinRate
+	if _, iw := caddyhttp.IdleTimeoutsFromContext(rw.req.Context()); iw != nil {
+		// Only ever tighter than the server's own settings.
+		rw.restoreIdle = iw.Override(min(timeout, iw.Deadline.Timeout), max(minRate, iw.Deadline.MinRate), 0)
+		return
+	}
+	var hard time.Time
+	if srv, ok := rw.req.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv.WriteTimeout > 0 {
+		hard = rw.start.Add(time.Duration(srv.WriteTimeout))
+	}
+	rw.own = &caddyhttp.IdleTimeoutWriter{
+		ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: rw.ResponseWriter},
+		//nolint:bodyclose // not a client response
+		Ctrl:     http.NewResponseController(rw.ResponseWriter),
+		Deadline: caddyhttp.IdleDeadline{Start: time.Now(), Timeout: timeout, MinRate: minRate, HardDeadline: hard},
+		Logger:   rw.h.logger,
+		// Cleared after each write on every protocol: the deadline must
+		// not outlive the slot.
+		ClearBetweenWrites: true,
+	}
+}
+
+// releaseSlot gives back the encoder slot and the server's write idle
+// settings.
+func (rw *responseWriter) releaseSlot() {
+	if rw.restoreIdle != nil {
+		rw.restoreIdle()
+		rw.restoreIdle = nil
+	}
+	rw.own = nil
+	rw.h.releaseEncoderSlot()
+}
+
+// dropEncoder gives back the encoder slot of a response whose write to the
+// client failed (past encoder_write_idle, or the client went away) at once,
+// not when the handlers below stop writing. The encoder, stopped
+// mid-stream, is dropped rather than pooled.
+func (rw *responseWriter) dropEncoder() {
+	if rw.enc != nil {
+		rw.enc = nil
+		rw.releaseSlot()
+	}
+}
+
+// setDeltaHeader turns the header of the identity response, with etag
+// (strong or not), into the header of its delta in the planned coding.
+func (rw *responseWriter) setDeltaHeader(hdr http.Header, etag string, strong bool) {
+	hdr.Del("Content-Length")
+	hdr.Del("Accept-Ranges")
+	hdr.Set("Content-Encoding", rw.plan.coding)
+	if strong {
+		hdr.Set("Etag", codedETag(etag, rw.plan.coding, rw.plan.dict.key.hash))
+	} else {
+		hdr.Del("Etag") // a weak ETag may stand for other bytes, and so another delta
+	}
+}
+
+// startHeadDelta gives a HEAD the header of the delta its GET would get,
+// with the Content-Length of the cached delta if there is one, and
+// discards what the handlers below write as the body: net/http would
+// otherwise announce the identity body's length.
+func (rw *responseWriter) startHeadDelta(hdr http.Header, etag string, strong bool, cached []byte) {
+	rw.setDeltaHeader(hdr, etag, strong)
+	if cached != nil {
+		hdr.Set("Content-Length", strconv.Itoa(len(cached)))
+	}
+	rw.mode = headOnly
 }
 
 // Write routes p according to the decision taken at WriteHeader.
@@ -235,10 +351,13 @@ func (rw *responseWriter) Write(p []byte) (int, error) {
 		rw.identity += int64(n)
 		if err != nil {
 			rw.writeErr = err
+			rw.dropEncoder()
 		}
 		return n, err
 	case fromCache:
 		rw.identity += int64(len(p))
+		return len(p), nil
+	case headOnly:
 		return len(p), nil
 	}
 	return rw.ResponseWriter.Write(p)
@@ -274,11 +393,16 @@ func (rw *responseWriter) FlushError() error {
 	if rw.mode == compressing && rw.writeErr == nil {
 		if err := rw.enc.Flush(); err != nil {
 			rw.writeErr = err
+			rw.dropEncoder()
 			return err
 		}
 	}
+	var w http.ResponseWriter = rw.ResponseWriter
+	if rw.own != nil {
+		w = rw.own // bounded as the writes are
+	}
 	//nolint:bodyclose // not a client response
-	return http.NewResponseController(rw.ResponseWriter).Flush()
+	return http.NewResponseController(w).Flush()
 }
 
 // finish ends the body, and stores what the response taught: its body
@@ -292,10 +416,10 @@ func (rw *responseWriter) finish(abort bool) error {
 		}
 		rw.plan.dict.encoders.put(rw.plan.coding, rw.enc)
 		rw.enc = nil
-		rw.h.releaseEncoderSlot()
+		rw.releaseSlot()
 	}
 	complete := !abort && err == nil && rw.writeErr == nil
-	if rw.mode != passThrough && complete {
+	if (rw.mode == compressing || rw.mode == fromCache) && complete {
 		// A body of a few bytes comes out larger (the 36- or 40-byte
 		// header alone); a counter cannot go down, so only savings count.
 		if saved := rw.identity - rw.sent.n; saved > 0 {
@@ -323,10 +447,7 @@ func (rw *responseWriter) finish(abort bool) error {
 // capture budget of a response cut short by a panic below. The encoder,
 // stopped mid-stream, is dropped rather than pooled.
 func (rw *responseWriter) releaseHeld() {
-	if rw.enc != nil {
-		rw.enc = nil
-		rw.h.releaseEncoderSlot()
-	}
+	rw.dropEncoder()
 	rw.body = nil
 	if rw.reserved > 0 {
 		rw.h.store.release(rw.reserved)

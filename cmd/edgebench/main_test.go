@@ -101,6 +101,58 @@ func TestJSONOutputDecodes(t *testing.T) {
 	}
 }
 
+// A server naming 200,000 Server-Timing metrics in every response gets, in
+// probe mode as in load mode, 64 names and "(other)" per sample and per
+// result: the -json output stays small (it was 767 MB for -n 20) and every
+// duration is counted once.
+func TestProbeJSONServerTimingNamesBounded(t *testing.T) {
+	const names, requests = 200_000, 5
+	var b strings.Builder
+	for i := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("m" + strconv.Itoa(i) + ";dur=1")
+	}
+	header := b.String()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Server-Timing", header)
+	}))
+	t.Cleanup(ts.Close)
+	code, stdout, stderr := runCmd(t, "-json", "-n", strconv.Itoa(requests), "-proto", "h1", ts.URL+"/")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if len(stdout) > 256<<10 {
+		t.Fatalf("-json wrote %d bytes for %d requests, want at most 256 KiB", len(stdout), requests)
+	}
+	var out struct {
+		Results []struct {
+			Samples      []struct{ ServerTiming map[string]time.Duration }
+			ServerTiming map[string]struct{ Count int }
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("output is not JSON: %v", err)
+	}
+	if len(out.Results) != 1 || len(out.Results[0].Samples) != requests {
+		t.Fatalf("want one result of %d samples: %s", requests, stdout)
+	}
+	r := out.Results[0]
+	for i, s := range r.Samples {
+		var total time.Duration
+		for _, d := range s.ServerTiming {
+			total += d
+		}
+		if len(s.ServerTiming) != 65 || s.ServerTiming["(other)"] == 0 || total != names*time.Millisecond {
+			t.Errorf("sample %d: %d names summing to %v, want 64 and (other), %v in all", i, len(s.ServerTiming), total, names*time.Millisecond)
+		}
+	}
+	if len(r.ServerTiming) != 65 || r.ServerTiming["(other)"].Count != requests {
+		t.Errorf("result: %d names, (other) %+v; want 64 and (other) of %d responses", len(r.ServerTiming), r.ServerTiming["(other)"], requests)
+	}
+}
+
 // The table names both targets and gives each a column of figures, with
 // their ratio.
 func TestTableListsBothTargets(t *testing.T) {

@@ -40,7 +40,8 @@
 //     (coordinated omission).
 //
 // Both parse the server's Server-Timing header ([ParseServerTiming]) and
-// aggregate each metric's dur by name. [WriteTable] and [WriteLoadTable]
+// aggregate each metric's dur by name, for at most 64 names per response
+// and per run (the rest under "(other)"). [WriteTable] and [WriteLoadTable]
 // print several results side by side.
 //
 // Connection classes ([Class], Config.Mix): instead of cold or warm, every

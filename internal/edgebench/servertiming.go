@@ -1,7 +1,9 @@
 package edgebench
 
 import (
+	"iter"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,27 +31,38 @@ const maxServerTimingMS = 1e9
 // count. Of repeated parameters the first wins (as in the spec); a dur that
 // is not a plain non-negative decimal number is ignored.
 func ParseServerTiming(values ...string) []ServerTimingMetric {
-	var metrics []ServerTimingMetric
-	for _, v := range values {
-		p := stParser{s: v}
-		for {
-			p.skip(func(c byte) bool { return c == ',' || isOWS(c) })
-			if p.done() {
-				break
-			}
-			if m, ok := p.metric(); ok {
-				metrics = append(metrics, m)
-			} else {
-				p.skipMetric()
+	return slices.Collect(serverTimingMetrics(values, true))
+}
+
+// serverTimingMetrics yields the metrics of Server-Timing header values one
+// at a time, as ParseServerTiming parses them, so that a caller keeping only
+// some of them does not hold a slice of every metric of the response. Names
+// are substrings of values. Without desc, Desc stays empty and a metric
+// costs no allocation (unless its dur is quoted with escapes or not a
+// number).
+func serverTimingMetrics(values []string, desc bool) iter.Seq[ServerTimingMetric] {
+	return func(yield func(ServerTimingMetric) bool) {
+		for _, v := range values {
+			p := stParser{s: v, desc: desc}
+			for {
+				p.skip(func(c byte) bool { return c == ',' || isOWS(c) })
+				if p.done() {
+					break
+				}
+				if m, ok := p.metric(); !ok {
+					p.skipMetric()
+				} else if !yield(m) {
+					return
+				}
 			}
 		}
 	}
-	return metrics
 }
 
 type stParser struct {
-	s string
-	i int
+	s    string
+	i    int
+	desc bool // whether metric fills in Desc
 }
 
 func (p *stParser) done() bool { return p.i >= len(p.s) }
@@ -100,36 +113,54 @@ func (p *stParser) metric() (ServerTimingMetric, bool) {
 		switch {
 		case strings.EqualFold(name, "dur") && !seenDur:
 			seenDur = true
-			m.Dur, m.HasDur = parseDurMS(value)
+			m.Dur, m.HasDur = parseDurMS(unescape(value))
 		case strings.EqualFold(name, "desc") && !seenDesc:
 			seenDesc = true
-			m.Desc = value
+			if p.desc {
+				m.Desc = unescape(value)
+			}
 		}
 	}
 }
 
-// value reads a token or a quoted string (with backslash escapes).
+// value reads a token or a quoted string. Of a quoted string it returns the
+// text between the quotes with its backslash escapes still in (see
+// unescape), so that reading a value allocates nothing.
 func (p *stParser) value() (string, bool) {
 	if p.done() || p.s[p.i] != '"' {
 		return p.token(), true
 	}
-	var b strings.Builder
+	start := p.i + 1
 	for p.i++; !p.done(); p.i++ {
-		switch c := p.s[p.i]; c {
+		switch p.s[p.i] {
 		case '"':
 			p.i++
-			return b.String(), true
+			return p.s[start : p.i-1], true
 		case '\\':
 			p.i++
 			if p.done() {
 				return "", false
 			}
-			b.WriteByte(p.s[p.i])
-		default:
-			b.WriteByte(c)
 		}
 	}
 	return "", false // unterminated
+}
+
+// unescape undoes the backslash escapes of a quoted string's text as value
+// returns it; a token has none.
+func unescape(s string) string {
+	if strings.IndexByte(s, '\\') < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' {
+			i++ // value guarantees a character after each backslash
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // skipMetric moves past the next comma that is not inside a quoted string.
@@ -168,17 +199,25 @@ func parseDurMS(s string) (time.Duration, bool) {
 	return time.Duration(math.Round(ms * 1e6)), true
 }
 
-// serverTimingDurations sums each metric's dur by name for one response.
+// serverTimingDurations sums each metric's dur by name for one response,
+// for at most maxTimingNames names (see timingKey): the rest are summed
+// under timingOther. It keeps no metric it does not add, and clones the
+// names it keeps, so a sample holds neither a metric per entry nor the
+// header itself.
 func serverTimingDurations(values []string) map[string]time.Duration {
 	var durs map[string]time.Duration
-	for _, m := range ParseServerTiming(values...) {
+	for m := range serverTimingMetrics(values, false) {
 		if !m.HasDur {
 			continue
 		}
 		if durs == nil {
 			durs = map[string]time.Duration{}
 		}
-		durs[m.Name] += m.Dur
+		name := timingKey(durs, m.Name)
+		if _, ok := durs[name]; !ok {
+			name = strings.Clone(name)
+		}
+		durs[name] += m.Dur
 	}
 	return durs
 }

@@ -2,10 +2,12 @@ package edgebench
 
 import (
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func TestParseServerTiming(t *testing.T) {
@@ -128,4 +130,52 @@ func formatServerTiming(metrics []ServerTimingMetric) string {
 		}
 	}
 	return b.String()
+}
+
+// manyServerTimingNames is a Server-Timing value of n metrics, each with its
+// own name and a dur of 1 ms.
+func manyServerTimingNames(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("m" + strconv.Itoa(i) + `;dur=1;desc="a \"b\""`)
+	}
+	return b.String()
+}
+
+// One response naming 200,000 metrics costs a sample maxTimingNames names
+// and "(other)", every duration still counted once; parsing it allocates
+// about as much as those names, not a metric or a map entry per entry of the
+// header, and what the sample keeps does not point into the header.
+func TestServerTimingDurationsBounded(t *testing.T) {
+	const n = 200_000
+	header := []string{manyServerTimingNames(n)}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	durs := serverTimingDurations(header)
+	runtime.ReadMemStats(&after)
+	if len(durs) != maxTimingNames+1 {
+		t.Errorf("%d names kept, want %d and %q", len(durs), maxTimingNames, timingOther)
+	}
+	var total time.Duration
+	for _, d := range durs {
+		total += d
+	}
+	if total != n*time.Millisecond || durs[timingOther] != (n-maxTimingNames)*time.Millisecond {
+		t.Errorf("durations sum to %v (other %v), want %v in all", total, durs[timingOther], n*time.Millisecond)
+	}
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("parsing %d metrics allocated %d bytes", n, alloc)
+	if alloc > 64<<10 {
+		t.Errorf("parsing %d metrics allocated %d bytes, want a bound independent of their number (64 KiB)", n, alloc)
+	}
+	start := uintptr(unsafe.Pointer(unsafe.StringData(header[0])))
+	for name := range durs {
+		if p := uintptr(unsafe.Pointer(unsafe.StringData(name))); p >= start && p < start+uintptr(len(header[0])) {
+			t.Errorf("kept name %q points into the header, which the sample then holds", name)
+			break
+		}
+	}
 }

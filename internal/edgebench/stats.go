@@ -35,6 +35,7 @@ type timingAggregate map[string][]time.Duration
 
 func (a timingAggregate) add(durs map[string]time.Duration) {
 	for name, d := range durs {
+		name = timingKey(a, name)
 		a[name] = append(a[name], d)
 	}
 }
@@ -54,14 +55,36 @@ func (a timingAggregate) stats() map[string]TimingStats {
 	return out
 }
 
-// maxTimingNames bounds the Server-Timing metric names a load run keeps:
-// the names come from the server under test, and one that invents a new
-// name per response must not grow the client's memory without end.
-// Metrics with further names are counted in the "(other)" entry.
+// maxTimingNames bounds the Server-Timing metric names kept, per response
+// (Sample.ServerTiming) and per run (probe and load): the names come from the
+// server under test, and one that sends thousands of names in a response, or
+// invents a new name per response, must not grow the client's memory (or a
+// -json report) without end. Metrics with further names are counted in the
+// "(other)" entry.
 const maxTimingNames = 64
 
-// timingOther collects the metrics past maxTimingNames.
+// timingOther collects the metrics past maxTimingNames. It is not a token,
+// so no metric of the server's is named so.
 const timingOther = "(other)"
+
+// timingKey is the name under which m, a per-name collection of Server-Timing
+// metrics, keeps one named name: the name itself if m has it or holds fewer
+// than maxTimingNames other names, else timingOther (which takes no name's
+// place, so a response's first 64 names stay named in the run's). It is the
+// one cap of every such collection.
+func timingKey[V any](m map[string]V, name string) string {
+	if _, ok := m[name]; ok {
+		return name
+	}
+	named := len(m)
+	if _, ok := m[timingOther]; ok {
+		named--
+	}
+	if named < maxTimingNames {
+		return name
+	}
+	return timingOther
+}
 
 // timingHistograms collects Server-Timing durations per metric name in
 // histograms, for load runs of any length.
@@ -69,15 +92,11 @@ type timingHistograms map[string]*Histogram
 
 func (a timingHistograms) add(durs map[string]time.Duration) {
 	for name, d := range durs {
+		name = timingKey(a, name)
 		h := a[name]
 		if h == nil {
-			if len(a) >= maxTimingNames {
-				name = timingOther
-			}
-			if h = a[name]; h == nil {
-				h = &Histogram{}
-				a[name] = h
-			}
+			h = &Histogram{}
+			a[name] = h
 		}
 		h.Record(d)
 	}
