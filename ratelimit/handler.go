@@ -22,6 +22,7 @@ var errUnavailable = errors.New("throttle: rate limit store unavailable")
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	var keys [maxZones]requestKey
 	var out [maxZones]outcome
+	var holds [maxZones]hold
 	n := len(h.zones)
 	for i, z := range h.zones {
 		if j := h.sameKey[i]; j >= 0 {
@@ -30,7 +31,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			keys[i] = z.key.key(r)
 		}
 	}
-	allowed, err := h.decide(r, keys[:n], out[:n])
+	var hs []hold // only charge_on zones are given back
+	if h.charging {
+		hs = holds[:n]
+	}
+	allowed, err := h.decide(r, keys[:n], out[:n], hs)
 	if err != nil {
 		throttleMetrics.storeErrors.Inc()
 		// Real failures are few (the breaker opens after a handful); while
@@ -55,7 +60,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			z.counters.allowed.Inc()
 		}
 		if h.charging {
-			return h.serveCharged(w, r, next, keys[:n])
+			return h.serveCharged(w, r, next, keys[:n], hs)
 		}
 		return next.ServeHTTP(w, r)
 	}
@@ -80,8 +85,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	z := h.zones[by]
 	if h.observe {
 		caddyhttp.SetVar(r.Context(), ObservedVar, z.name)
+		// The partition key, never the key: a key may be a credential.
 		h.logger.Info("would reject (observe mode)",
-			zap.String("zone", z.name), zap.Stringer("key", keys[by]))
+			zap.String("zone", z.name), zap.String("pk", keys[by].pkString()))
 		return next.ServeHTTP(w, r)
 	}
 	w.Header().Set("Retry-After", strconv.FormatInt(max(1, ceilSeconds(wait)), 10))
@@ -91,16 +97,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	return caddyhttp.Error(h.Status, z.reject)
 }
 
-// decide asks the store about every zone at once.
-func (h *Handler) decide(r *http.Request, keys []requestKey, out []outcome) (bool, error) {
+// decide asks the store about every zone at once; holds (nil without
+// charge_on zones) receives what giving back each charge_on zone's charge
+// takes.
+func (h *Handler) decide(r *http.Request, keys []requestKey, out []outcome, holds []hold) (bool, error) {
 	if h.redis != nil {
-		return h.redis.decide(r.Context(), keys, out)
+		return h.redis.decide(r.Context(), keys, out, holds)
 	}
 	var hashes [maxZones]uint64
 	for i := range keys {
 		hashes[i] = keys[i].hash()
 	}
-	return decideMemory(h.zones, hashes[:len(keys)], h.clock(r), out), nil
+	return decideMemory(h.zones, hashes[:len(keys)], h.clock(r), out, holds), nil
 }
 
 // clock is when the request arrived, on the memory store's clock. Caddy
