@@ -77,10 +77,10 @@ func (cw *chargeWriter) ReadFrom(r io.Reader) (int64, error) {
 // serveCharged runs next through a chargeWriter and settles for a response
 // next did not write: the status of the error it returned (500 for one
 // without a status), or 200. A panic leaves the charges standing.
-func (h *Handler) serveCharged(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, keys []requestKey, holds []hold) error {
-	cw := &chargeWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, h: h, r: r, n: len(keys)}
+// cw holds the request's holds (decide wrote them).
+func (h *Handler) serveCharged(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, cw *chargeWriter, keys []requestKey) error {
+	cw.ResponseWriterWrapper = &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}
 	copy(cw.keys[:], keys)
-	copy(cw.holds[:], holds)
 	err := next.ServeHTTP(cw, r)
 	status := http.StatusOK
 	if err != nil {

@@ -22,7 +22,6 @@ var errUnavailable = errors.New("throttle: rate limit store unavailable")
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	var keys [maxZones]requestKey
 	var out [maxZones]outcome
-	var holds [maxZones]hold
 	n := len(h.zones)
 	for i, z := range h.zones {
 		if j := h.sameKey[i]; j >= 0 {
@@ -31,9 +30,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			keys[i] = z.key.key(r)
 		}
 	}
-	var hs []hold // only charge_on zones are given back
+	// Only charge_on zones are given back; their holds go where the
+	// response writer that settles them keeps them, and a handler without
+	// charge_on zones pays nothing for them.
+	var cw *chargeWriter
+	var hs []hold
 	if h.charging {
-		hs = holds[:n]
+		cw = &chargeWriter{h: h, r: r, n: n}
+		hs = cw.holds[:n]
 	}
 	allowed, err := h.decide(r, keys[:n], out[:n], hs)
 	if err != nil {
@@ -60,7 +64,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			z.counters.allowed.Inc()
 		}
 		if h.charging {
-			return h.serveCharged(w, r, next, keys[:n], hs)
+			return h.serveCharged(w, r, next, cw, keys[:n])
 		}
 		return next.ServeHTTP(w, r)
 	}

@@ -233,20 +233,21 @@ func decideMemory(zones []*zone, hashes []uint64, now int64, out []outcome, hold
 		shards[i] = z.table.shard(hashes[i])
 		shards[i].mu.Lock()
 	}
-	var tats [maxZones]int64
 	ok := true
 	for i, z := range zones {
-		tats[i], exists[i] = shards[i].m[hashes[i]]
-		out[i], next[i] = z.limit.check(tats[i], now)
+		var tat int64
+		tat, exists[i] = shards[i].m[hashes[i]]
+		out[i], next[i] = z.limit.check(tat, now)
 		ok = ok && out[i].allowed
 	}
 	if ok {
 		for i, z := range zones {
 			z.table.store(shards[i], hashes[i], next[i], now, exists[i])
-			out[i].after = next[i] - now
 			if z.chargeOn != nil {
-				holds[i] = z.table.hold(shards[i], hashes[i], tats[i], next[i], now)
+				// after is 0 iff the stored TAT was not after now.
+				holds[i] = z.table.hold(shards[i], hashes[i], out[i].after == 0, next[i], now)
 			}
+			out[i].after = next[i] - now
 		}
 	}
 	for i := range zones {
@@ -266,7 +267,7 @@ func decideOne(z *zone, h uint64, now int64, out *outcome, hd *hold) bool {
 		z.table.store(s, h, next, now, exists)
 		o.after = next - now
 		if z.chargeOn != nil {
-			*hd = z.table.hold(s, h, tat, next, now)
+			*hd = z.table.hold(s, h, tat <= now, next, now)
 		}
 	}
 	s.mu.Unlock()
@@ -274,16 +275,17 @@ func decideOne(z *zone, h uint64, now int64, out *outcome, hd *hold) bool {
 	return o.allowed
 }
 
-// hold records a charge_on key's up-front charge, from prev to next (the
-// shard is locked), and returns what giving it back takes. A key whose TAT
-// had passed (or that was not held) starts a new block: everything charged
-// before has been used up by time, so nothing given back since counts.
-func (t *memoryTable) hold(s *shard, h uint64, prev, next, now int64) hold {
+// hold records a charge_on key's up-front charge, to next (the shard is
+// locked), and returns what giving it back takes. A key whose TAT had
+// passed (passed; or that was not held) starts a new block: everything
+// charged before has been used up by time, so nothing given back since
+// counts.
+func (t *memoryTable) hold(s *shard, h uint64, passed bool, next, now int64) hold {
 	if s.held == nil {
 		s.held = make(map[uint64]held)
 	}
 	e, ok := s.held[h]
-	if !ok || prev <= now {
+	if !ok || passed {
 		e = held{block: t.blocks.Add(1)}
 		s.held[h] = e
 	}
