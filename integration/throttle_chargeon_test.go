@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -12,13 +13,16 @@ import (
 )
 
 // chargeOnStores are the store blocks charge_on is tested with, end to end.
-func chargeOnStores(t *testing.T) map[string]func() string {
-	return map[string]func() string{
-		"memory": func() string { return "store memory" },
-		"redis": func() string {
-			rs := testredis.Start(t)
-			return "store redis {\n\t\t\taddress " + rs.Addr() + "\n\t\t\ton_error deny\n\t\t}"
-		},
+// Each starts what it needs on the subtest's own t, so a missing
+// redis-server skips that subtest alone.
+func chargeOnStores() map[string]func(t *testing.T) string {
+	redis := func(addr string) string {
+		return "store redis {\n\t\t\taddress " + addr + "\n\t\t\ttimeout 2s\n\t\t\ton_error deny\n\t\t}"
+	}
+	return map[string]func(t *testing.T) string{
+		"memory":  func(*testing.T) string { return "store memory" },
+		"redis":   func(t *testing.T) string { return redis(testredis.Start(t).Addr()) },
+		"cluster": func(t *testing.T) string { return redis(testredis.StartCluster(t, 3).Nodes[0].Addr()) },
 	}
 }
 
@@ -35,7 +39,7 @@ func TestThrottleChargeOnLogin(t *testing.T) {
 		}
 		w.Write([]byte("welcome"))
 	}))
-	for name, store := range chargeOnStores(t) {
+	for name, store := range chargeOnStores() {
 		t.Run(name, func(t *testing.T) {
 			c := StartCaddy(t, `http://{$HOST}:{$HTTP_PORT} {
 	throttle {
@@ -44,7 +48,7 @@ func TestThrottleChargeOnLogin(t *testing.T) {
 			burst 4
 			charge_on status 401 403
 		}
-		`+store()+`
+		`+store(t)+`
 	}
 	@forbidden path /forbidden
 	error @forbidden "forbidden" 403
@@ -87,24 +91,23 @@ func TestThrottleChargeOnLogin(t *testing.T) {
 	}
 }
 
-// TestThrottleChargeOnInFlight: the documented bound under concurrency. A
-// check sees only charges that have landed, and a charge lands when the
-// response's status is known. G = 8 failing logins from one address reach
-// the origin together (it holds each until all 8 have arrived), all pass
-// although the limit is 5, and every later one is refused: at most the
-// limit plus the requests in flight at once (L + G - 1 = 12) pass.
+// TestThrottleChargeOnInFlight: charge_on holds under concurrency. With
+// `rate 5/10m burst 4 charge_on status 401` (L = 5), 40 wrong passwords
+// from one address at once against a slow login: each is charged up front,
+// so L reach the login (held there until the other 35 have been answered)
+// and get 401, and the other 35 get 429 while those are in flight. (Before,
+// all 40 reached the login and got 401: a check saw only charges that had
+// landed.)
 func TestThrottleChargeOnInFlight(t *testing.T) {
-	const G, L = 8, 5
-	for name, store := range chargeOnStores(t) {
+	const N, L = 40, 5
+	for name, store := range chargeOnStores() {
 		t.Run(name, func(t *testing.T) {
-			var arrived atomic.Int64
+			var arrived, refused atomic.Int64
 			release := make(chan struct{})
 			var once sync.Once
 			origin := Origin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if arrived.Add(1) == G {
-					once.Do(func() { close(release) })
-				}
-				select {
+				arrived.Add(1)
+				select { // a slow login: answers once the others are
 				case <-release:
 				case <-time.After(10 * time.Second):
 				}
@@ -117,46 +120,121 @@ func TestThrottleChargeOnInFlight(t *testing.T) {
 			burst 4
 			charge_on status 401
 		}
-		`+store()+`
+		`+store(t)+`
 	}
 	reverse_proxy `+origin+`
 }`)
 			client := c.Client()
-			var statuses sync.Map
+			statuses := make([]int, N)
+			errs := make([]error, N)
 			var wg sync.WaitGroup
-			for g := range G {
+			for i := range N {
 				wg.Go(func() {
-					resp, _ := Get(t, client, c.URL("/login"))
-					statuses.Store(g, resp.StatusCode)
+					resp, err := client.Get(c.URL("/login"))
+					if err != nil {
+						errs[i] = err
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					statuses[i] = resp.StatusCode
+					if resp.StatusCode == 429 && refused.Add(1) == N-L {
+						once.Do(func() { close(release) })
+					}
 				})
 			}
 			wg.Wait()
-			passed := 0
-			statuses.Range(func(_, v any) bool {
-				if v.(int) == 401 {
-					passed++
-				} else {
-					t.Errorf("held request: %d, want 401", v.(int))
+			once.Do(func() { close(release) })
+			count := map[int]int{}
+			for i, s := range statuses {
+				if errs[i] != nil {
+					t.Fatalf("request %d: %v", i, errs[i])
 				}
-				return true
-			})
-			if passed != G || arrived.Load() != G {
-				t.Fatalf("%d of %d concurrent failing logins passed (origin saw %d), want all: none was charged while they were in flight", passed, G, arrived.Load())
+				count[s]++
 			}
-			// All 8 landed: every later attempt is refused, and the caller
-			// pays for all 8: the wait is the 2 minutes a 5th failure costs
-			// plus 2 for each of the 3 beyond it.
-			for i := range 5 {
-				resp, _ := Get(t, client, c.URL("/login"))
-				if resp.StatusCode != 429 {
-					t.Fatalf("attempt %d after %d failures: %d, want 429", i+1, G, resp.StatusCode)
-				}
-				if ra := resp.Header.Get("Retry-After"); ra != "480" && ra != "479" {
-					t.Fatalf("Retry-After %q, want 480 (the 3 failures beyond the limit charged too)", ra)
-				}
+			if count[401] != L || count[429] != N-L || arrived.Load() != L {
+				t.Fatalf("%d concurrent wrong passwords: %v, the login saw %d; want %d x 401 (the limit, however many at once) and %d x 429", N, count, arrived.Load(), L, N-L)
 			}
-			if n := arrived.Load(); n != G || n > L+G-1 {
-				t.Fatalf("origin saw %d failing logins, want %d (bound %d)", n, G, L+G-1)
+			// The five kept their charge: the next attempt waits for the
+			// oldest to be used up, 2 minutes.
+			resp, _ := Get(t, client, c.URL("/login"))
+			if ra := resp.Header.Get("Retry-After"); resp.StatusCode != 429 || (ra != "120" && ra != "119") {
+				t.Fatalf("attempt after the %d failures: %d, Retry-After %q; want 429, 120", L, resp.StatusCode, ra)
+			}
+			if n := arrived.Load(); n != L {
+				t.Fatalf("the login saw %d attempts, want %d", n, L)
+			}
+		})
+	}
+}
+
+// TestThrottleKeySecretsNotWritten: a zone keyed by a credential
+// (Authorization) writes neither into Caddy's log (observe mode's
+// would-reject line shows the partition key, the pk of RateLimit), nor into
+// metrics, nor into the names of Redis keys (the key's SHA-256). (Before,
+// the log line carried "key":"Bearer sk_live_..." and the Redis name
+// "=Bearer sk_live_...".)
+func TestThrottleKeySecretsNotWritten(t *testing.T) {
+	const secret = "sk_live_51HqLyjWDarjtT1zdp7dc"
+	origin := EchoOrigin(t)
+	for _, name := range []string{"memory", "redis"} {
+		t.Run(name, func(t *testing.T) {
+			store := "store memory"
+			var rs *testredis.Server
+			if name == "redis" {
+				rs = testredis.Start(t)
+				store = "store redis {\n\t\t\taddress " + rs.Addr() + "\n\t\t\ton_error deny\n\t\t}"
+			}
+			c := StartCaddy(t, `http://{$HOST}:{$HTTP_PORT} {
+	throttle {
+		zone per_token {
+			key {http.request.header.Authorization}
+			rate 1/1m
+		}
+		`+store+`
+		mode observe
+	}
+	reverse_proxy `+origin+`
+}`)
+			var pk string
+			for i := range 3 {
+				resp, _ := Get(t, c.Client(), c.URL("/"), "Authorization", "Bearer "+secret)
+				if resp.StatusCode != 200 {
+					t.Fatalf("request %d: %d", i+1, resp.StatusCode)
+				}
+				field := resp.Header.Get("RateLimit")
+				_, after, ok := strings.Cut(field, ";pk=:")
+				if !ok {
+					t.Fatalf("RateLimit %q has no pk", field)
+				}
+				pk, _, _ = strings.Cut(after, ":")
+			}
+			logs := c.Logs()
+			if n := strings.Count(logs, "would reject (observe mode)"); n != 2 {
+				t.Fatalf("%d would-reject lines, want 2:\n%s", n, logs)
+			}
+			if strings.Contains(logs, secret) {
+				t.Fatalf("Caddy's log holds the key:\n%s", grepLines(logs, secret))
+			}
+			if !strings.Contains(logs, `"pk":"`+pk+`"`) {
+				t.Fatalf("would-reject line lacks the partition key %q:\n%s", pk, grepLines(logs, "would reject"))
+			}
+			if m := c.Metrics(); strings.Contains(m, secret) {
+				t.Fatalf("metrics hold the key:\n%s", grepLines(m, secret))
+			}
+			if rs == nil {
+				return
+			}
+			keys := testredis.Command(t, rs.Addr(), "KEYS", "*")
+			if strings.Contains(keys, secret) || strings.Contains(keys, "Bearer") {
+				t.Fatalf("Redis key names hold the key: %s", keys)
+			}
+			if !strings.Contains(keys, "throttle:{") || !strings.Contains(keys, ":per_token:#") {
+				t.Fatalf("Redis keys %q: want the zone's key, named by its hash", keys)
+			}
+			scan := testredis.Command(t, rs.Addr(), "SCAN", "0", "MATCH", "*", "COUNT", "1000")
+			if strings.Contains(scan, secret) {
+				t.Fatalf("SCAN shows the key: %s", scan)
 			}
 		})
 	}

@@ -273,6 +273,11 @@ func (r *RedisStore) unmarshal(d *caddyfile.Dispenser) error {
 			}
 			r.DB = n
 		case "key_prefix":
+			// Placeholders ({env.NAME}) expand when the config loads and
+			// are checked then; a literal brace (\{) is refused here.
+			if err := checkKeyPrefix(caddy.NewEmptyReplacer().ReplaceAll(val, "")); err != nil {
+				return d.Err(err.Error())
+			}
 			r.KeyPrefix = val
 		case "timeout":
 			t, err := caddy.ParseDuration(val)

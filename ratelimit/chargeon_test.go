@@ -104,8 +104,10 @@ func TestChargeOnLoginRedis(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The value is `<TAT> <given back> <block>`: move the TAT.
 		err = client.Do(ctx, client.B().Eval().Script(
-			"return redis.call('SET', KEYS[1], tonumber(redis.call('GET', KEYS[1])) - tonumber(ARGV[1]), 'KEEPTTL')").
+			"local a, rest = string.match(redis.call('GET', KEYS[1]), '^(%d+)(.*)$') "+
+				"return redis.call('SET', KEYS[1], string.format('%d', tonumber(a) - tonumber(ARGV[1])) .. rest, 'KEEPTTL')").
 			Numkeys(1).Key(name).Arg(strconv.FormatInt(d.Microseconds(), 10)).Build()).Error()
 		if err != nil {
 			t.Fatalf("moving the TAT back: %v", err)
@@ -114,33 +116,28 @@ func TestChargeOnLoginRedis(t *testing.T) {
 }
 
 // checkInFlightBound: G clients of one caller, each sending one failing
-// request after another. Checks see no charge until a response lands, so
-// more than the limit L = burst+1 may pass, but never more than L + G - 1:
-// once L charges have landed every check refuses, and at that moment at
-// most G - 1 other requests are between their check and their charge. The
-// first G (G > L) go out together and are held until all have passed their
-// check, so the overshoot is shown, not just allowed.
+// request after another, the first to pass held at the origin until L =
+// burst+1 are in flight at once. Each request is charged up front, so
+// however many are in flight no more than L pass: the others are refused
+// while those are held and after, their failures having kept the charge.
+// (Before charges were taken up front, all G of the first round passed.)
 func checkInFlightBound(t *testing.T, h *Handler, ip string) {
 	t.Helper()
 	const G, L, rounds = 8, 5, 20
-	var passed, refused atomic.Int64
-	var arrived sync.WaitGroup
-	arrived.Add(G)
+	var passed, refused, held atomic.Int64
 	release := make(chan struct{})
-	go func() { arrived.Wait(); close(release) }()
 	var wg sync.WaitGroup
 	for g := range G {
 		wg.Go(func() {
 			for i := range rounds {
-				first := i == 0
 				res := serveNext(t, h, ip, func(w http.ResponseWriter, r *http.Request) error {
-					if first {
-						arrived.Done()
-						select {
-						case <-release:
-						case <-time.After(10 * time.Second):
-							t.Errorf("client %d: the first %d requests did not all pass their check", g, G)
-						}
+					if held.Add(1) == L {
+						close(release)
+					}
+					select {
+					case <-release:
+					case <-time.After(10 * time.Second):
+						t.Errorf("client %d: %d requests never were in flight at once", g, L)
 					}
 					w.WriteHeader(http.StatusUnauthorized)
 					return nil
@@ -149,10 +146,6 @@ func checkInFlightBound(t *testing.T, h *Handler, ip string) {
 				case res.passed && res.status == 401:
 					passed.Add(1)
 				case !res.passed && res.status == 429:
-					if first {
-						arrived.Done() // refused before the hold: let the others go
-						t.Errorf("client %d: first request refused with nothing charged yet", g)
-					}
 					refused.Add(1)
 				default:
 					t.Errorf("client %d request %d: passed %v status %d", g, i, res.passed, res.status)
@@ -162,10 +155,8 @@ func checkInFlightBound(t *testing.T, h *Handler, ip string) {
 	}
 	wg.Wait()
 	t.Logf("%d clients x %d failing requests, limit %d: %d passed, %d refused", G, rounds, L, passed.Load(), refused.Load())
-	// The first G all passed (held until all had); a client whose charge
-	// landed may pass again while fewer than L charges have.
-	if p := passed.Load(); p < G || p > L+G-1 {
-		t.Fatalf("%d failing requests passed, want %d (the %d held in flight) .. %d (the bound L + G - 1)", p, G, G, L+G-1)
+	if p := passed.Load(); p != L {
+		t.Fatalf("%d failing requests passed, want %d: no more than the limit, however many are in flight", p, L)
 	}
 }
 
@@ -180,8 +171,8 @@ func TestChargeOnInFlightBoundRedis(t *testing.T) {
 }
 
 // checkFreeRunningBound: G clients of one caller send failing requests as
-// fast as they can, each answered after a short random delay; at least the
-// limit L passes and at most L + G - 1.
+// fast as they can, each answered after a short random delay: exactly the
+// limit L passes.
 func checkFreeRunningBound(t *testing.T, h *Handler, ip string) {
 	t.Helper()
 	const G, L, rounds = 8, 5, 30
@@ -202,8 +193,8 @@ func checkFreeRunningBound(t *testing.T, h *Handler, ip string) {
 	}
 	wg.Wait()
 	t.Logf("free running: %d clients x %d failing requests, limit %d: %d passed", G, rounds, L, passed.Load())
-	if p := passed.Load(); p < L || p > L+G-1 {
-		t.Fatalf("%d failing requests passed, want %d..%d (the limit, plus at most one per other request in flight)", p, L, L+G-1)
+	if p := passed.Load(); p != L {
+		t.Fatalf("%d failing requests passed, want %d (the limit)", p, L)
 	}
 }
 
@@ -215,6 +206,66 @@ func TestChargeOnFreeRunningBoundMemory(t *testing.T) {
 func TestChargeOnFreeRunningBoundRedis(t *testing.T) {
 	rs := testredis.Start(t)
 	checkFreeRunningBound(t, redisHandler(t, rs, "deny", loginZone("charge-free-redis")), "192.0.2.21")
+}
+
+// checkHonestConcurrency: successful logins in flight hold the budget
+// while they are (L at once, a further one refused), and give it all back
+// when they answer, here in the order they were charged: then L failures
+// pass again. Answered out of order, a give-back may be partial (the strict
+// side; see limit.giveBack), never more than its charge.
+func checkHonestConcurrency(t *testing.T, h *Handler, ip string) {
+	t.Helper()
+	const L = 5
+	var inside, answer, done [L]chan struct{}
+	var passed atomic.Int64
+	for i := range L {
+		inside[i], answer[i], done[i] = make(chan struct{}), make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done[i])
+			res := serveNext(t, h, ip, func(w http.ResponseWriter, r *http.Request) error {
+				close(inside[i])
+				<-answer[i]
+				w.Write([]byte("welcome"))
+				return nil
+			})
+			if res.passed && res.status == 200 {
+				passed.Add(1)
+			}
+		}()
+		select { // charged before the next one is sent
+		case <-inside[i]:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("successful login %d refused or stuck", i+1)
+		}
+	}
+	if res := serveNext(t, h, ip, login(true, false)); res.status != 429 {
+		t.Fatalf("login with %d in flight: %d, want 429 (those in flight hold the budget)", L, res.status)
+	}
+	for i := range L { // answered one after another
+		close(answer[i])
+		<-done[i]
+	}
+	if passed.Load() != L {
+		t.Fatalf("%d of %d held successful logins answered 200", passed.Load(), L)
+	}
+	for i := range L {
+		if res := serveNext(t, h, ip, login(false, false)); res.status != 401 {
+			t.Fatalf("failed login %d after the successes: %d, want 401 (every success given back)", i+1, res.status)
+		}
+	}
+	if res := serveNext(t, h, ip, login(false, false)); res.status != 429 {
+		t.Fatalf("failed login %d: %d, want 429", L+1, res.status)
+	}
+}
+
+func TestChargeOnHonestConcurrencyMemory(t *testing.T) {
+	c := &fakeClock{ns: int64(time.Hour)}
+	checkHonestConcurrency(t, memoryHandler(t, c, loginZone("charge-honest-mem")), "192.0.2.22")
+}
+
+func TestChargeOnHonestConcurrencyRedis(t *testing.T) {
+	rs := testredis.Start(t)
+	checkHonestConcurrency(t, redisHandler(t, rs, "deny", loginZone("charge-honest-redis")), "192.0.2.22")
 }
 
 // TestChargeOnWithOtherZones: a charge_on zone only checks up front; a zone
@@ -263,28 +314,44 @@ func TestChargeOnObserve(t *testing.T) {
 	}
 }
 
-// TestChargeOnWriteOrder: the charge lands before the response is written
-// on, and an informational status is not the response's.
+// TestChargeOnWriteOrder: the charge is taken up front and given back
+// before a response that does not match is written on; an informational
+// status is not the response's.
 func TestChargeOnWriteOrder(t *testing.T) {
 	c := &fakeClock{ns: int64(time.Hour)}
 	h := memoryHandler(t, c, &Zone{Name: "charge-order", Rate: "1/1h", ChargeOn: &ChargeOn{Status: []int{401}}})
 	serveNext(t, h, "192.0.2.50", func(w http.ResponseWriter, r *http.Request) error {
-		w.WriteHeader(http.StatusEarlyHints)
-		if !h.zones[0].peekAllowed("192.0.2.50") {
-			t.Error("charged for 103 Early Hints")
+		if h.zones[0].peekAllowed("192.0.2.50") {
+			t.Error("not charged up front")
 		}
+		w.WriteHeader(http.StatusEarlyHints)
+		if h.zones[0].peekAllowed("192.0.2.50") {
+			t.Error("given back for 103 Early Hints")
+		}
+		w.WriteHeader(http.StatusOK)
+		if !h.zones[0].peekAllowed("192.0.2.50") {
+			t.Error("200 written, not yet given back")
+		}
+		return nil
+	})
+	serveNext(t, h, "192.0.2.50", func(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusUnauthorized)
 		if h.zones[0].peekAllowed("192.0.2.50") {
-			t.Error("401 written, not yet charged")
+			t.Error("401 written, charge given back")
 		}
 		return nil
 	})
 }
 
-// peekAllowed is whether a charge_on memory zone would let key through now.
+// peekAllowed is whether a memory zone would let key through now, without
+// charging it.
 func (z *zone) peekAllowed(key string) bool {
-	var o outcome
-	return decideOne(z, z.key.fromString(key).hash(), int64(time.Hour), &o)
+	h := z.key.fromString(key).hash()
+	s := z.table.shard(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, _ := z.limit.check(s.m[h], int64(time.Hour))
+	return o.allowed
 }
 
 func TestChargeOnCaddyfile(t *testing.T) {
@@ -292,6 +359,9 @@ func TestChargeOnCaddyfile(t *testing.T) {
 		"charge_on status 401 403":                   "",
 		"charge_on status":                           "charge_on: no status",
 		"charge_on status 99":                        "charge_on status 99: must be an HTTP status, 100..599",
+		"charge_on status 401 100":                   "charge_on status 100: an informational (1xx) status is never a response's final status",
+		"charge_on status 103":                       "charge_on status 103: an informational (1xx) status",
+		"charge_on status 101 401":                   "",
 		"charge_on status abc":                       `charge_on status "abc": must be a number`,
 		"charge_on header X":                         `charge_on "header": want charge_on status <code>...`,
 		"charge_on":                                  "wrong argument count",
@@ -301,7 +371,7 @@ func TestChargeOnCaddyfile(t *testing.T) {
 		var h Handler
 		err := h.UnmarshalCaddyfile(d)
 		if want == "" {
-			if err != nil || h.Zones[0].ChargeOn == nil || len(h.Zones[0].ChargeOn.Status) != 2 {
+			if err != nil || h.Zones[0].ChargeOn == nil || len(h.Zones[0].ChargeOn.Status) != 2 || h.Zones[0].ChargeOn.Status[1] != 401 && h.Zones[0].ChargeOn.Status[1] != 403 {
 				t.Errorf("%q: %v, %+v", in, err, h.Zones[0].ChargeOn)
 			}
 			continue
@@ -317,11 +387,16 @@ func TestChargeOnCaddyfile(t *testing.T) {
 	if err := h.Provision(ctx); err == nil || !strings.Contains(err.Error(), `zone "charge-json": charge_on: no status`) {
 		t.Fatalf("JSON charge_on without status: %v", err)
 	}
+	h = &Handler{Zones: []*Zone{{Name: "charge-json-1xx", Rate: "1/s", ChargeOn: &ChargeOn{Status: []int{401, 102}}}}}
+	if err := h.Provision(ctx); err == nil || !strings.Contains(err.Error(), `zone "charge-json-1xx": charge_on status 102: an informational`) {
+		t.Fatalf("JSON charge_on status 102: %v", err)
+	}
 }
 
-// TestChargeOnRedisFailsAtCharge: Redis gone between the check and the
-// charge: the response stands, the failure is counted, nothing panics.
-func TestChargeOnRedisFailsAtCharge(t *testing.T) {
+// TestChargeOnRedisFailsAtGiveBack: Redis gone between the decision and
+// giving back a charge the response did not earn: the response stands, the
+// failure is counted, nothing panics.
+func TestChargeOnRedisFailsAtGiveBack(t *testing.T) {
 	rs := testredis.Start(t)
 	h := redisHandler(t, rs, "deny", loginZone("charge-redis-gone"))
 	var m dto.Metric
@@ -334,14 +409,14 @@ func TestChargeOnRedisFailsAtCharge(t *testing.T) {
 	before := storeErrors()
 	res := serveNext(t, h, "192.0.2.70", func(w http.ResponseWriter, r *http.Request) error {
 		rs.Stop()
-		w.WriteHeader(http.StatusUnauthorized)
+		w.WriteHeader(http.StatusOK)
 		return nil
 	})
-	if !res.passed || res.status != 401 {
-		t.Fatalf("response: passed %v, %d; want the 401 as written", res.passed, res.status)
+	if !res.passed || res.status != 200 {
+		t.Fatalf("response: passed %v, %d; want the 200 as written", res.passed, res.status)
 	}
 	if got := storeErrors() - before; got != 1 {
-		t.Fatalf("store errors grew by %v, want 1 (the charge)", got)
+		t.Fatalf("store errors grew by %v, want 1 (the give-back)", got)
 	}
 }
 

@@ -81,3 +81,27 @@ func ceilSeconds(d time.Duration) int64 {
 	}
 	return s
 }
+
+// hold is what a charge_on zone's up-front charge needs to be given back
+// (chargeon.go): the key's TAT right after this request's charge, how much the
+// key had given back in its current block then, and that block.
+type hold struct {
+	tat   int64
+	given int64
+	block int64
+}
+
+// giveBack is how much of one request's up-front charge to give back now,
+// on a key at tat that has given back given in the request's block so far.
+//
+// The charge was one interval ending at h.tat. Since then, charges given
+// back beneath it may have moved it down by at most given - h.given, and
+// time has used up whatever of it lies before now; only the rest is still
+// the request's to give back. So it is at most the interval, at most what
+// of the charge is left at its lowest possible place, and never takes the
+// TAT below now. What is left of it is never more than the charge itself,
+// so no other request's charge is ever given back.
+func (l limit) giveBack(tat, given int64, h hold, now int64) int64 {
+	end := h.tat - (given - h.given)
+	return max(0, min(l.interval, end-now, tat-now))
+}

@@ -30,7 +30,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			keys[i] = z.key.key(r)
 		}
 	}
-	allowed, err := h.decide(r, keys[:n], out[:n])
+	// Only charge_on zones are given back; their holds go where the
+	// response writer that settles them keeps them, and a handler without
+	// charge_on zones pays nothing for them.
+	var cw *chargeWriter
+	var hs []hold
+	if h.charging {
+		cw = &chargeWriter{h: h, r: r, n: n}
+		hs = cw.holds[:n]
+	}
+	allowed, err := h.decide(r, keys[:n], out[:n], hs)
 	if err != nil {
 		throttleMetrics.storeErrors.Inc()
 		// Real failures are few (the breaker opens after a handful); while
@@ -55,7 +64,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			z.counters.allowed.Inc()
 		}
 		if h.charging {
-			return h.serveCharged(w, r, next, keys[:n])
+			return h.serveCharged(w, r, next, cw, keys[:n])
 		}
 		return next.ServeHTTP(w, r)
 	}
@@ -80,8 +89,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	z := h.zones[by]
 	if h.observe {
 		caddyhttp.SetVar(r.Context(), ObservedVar, z.name)
+		// The partition key, never the key: a key may be a credential.
 		h.logger.Info("would reject (observe mode)",
-			zap.String("zone", z.name), zap.Stringer("key", keys[by]))
+			zap.String("zone", z.name), zap.String("pk", keys[by].pkString()))
 		return next.ServeHTTP(w, r)
 	}
 	w.Header().Set("Retry-After", strconv.FormatInt(max(1, ceilSeconds(wait)), 10))
@@ -91,16 +101,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	return caddyhttp.Error(h.Status, z.reject)
 }
 
-// decide asks the store about every zone at once.
-func (h *Handler) decide(r *http.Request, keys []requestKey, out []outcome) (bool, error) {
+// decide asks the store about every zone at once; holds (nil without
+// charge_on zones) receives what giving back each charge_on zone's charge
+// takes.
+func (h *Handler) decide(r *http.Request, keys []requestKey, out []outcome, holds []hold) (bool, error) {
 	if h.redis != nil {
-		return h.redis.decide(r.Context(), keys, out)
+		return h.redis.decide(r.Context(), keys, out, holds)
 	}
 	var hashes [maxZones]uint64
 	for i := range keys {
 		hashes[i] = keys[i].hash()
 	}
-	return decideMemory(h.zones, hashes[:len(keys)], h.clock(r), out), nil
+	return decideMemory(h.zones, hashes[:len(keys)], h.clock(r), out, holds), nil
 }
 
 // clock is when the request arrived, on the memory store's clock. Caddy

@@ -105,6 +105,13 @@ func (rk requestKey) pk() (out [pkSize]byte) {
 	return out
 }
 
+// pkString is the partition key as logs show it: the pk parameter's
+// base64, without the colons.
+func (rk requestKey) pkString() string {
+	pk := rk.pk()
+	return base64.StdEncoding.EncodeToString(pk[:])
+}
+
 // appendPK appends the pk parameter: `;pk=:<base64>:`.
 func appendPK(b []byte, pk *[pkSize]byte) []byte {
 	b = append(b, ";pk=:"...)

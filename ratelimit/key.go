@@ -136,28 +136,19 @@ func (rk requestKey) hash() uint64 {
 	return maphash.String(hashSeed, rk.text)
 }
 
-// maxRedisKeyLen caps key text stored in Redis; longer keys are hashed so a
-// huge header cannot make a huge Redis key.
-const maxRedisKeyLen = 128
-
-// appendRedisName appends the key's name inside a zone in Redis.
+// appendRedisName appends the key's name inside a zone in Redis: an
+// address prefix as it is (192.0.2.1/32), a text key as `#` and the hex of
+// its SHA-256. A text key is whatever the caller sent (an API key, a
+// bearer token): its name must not show it to whoever lists, monitors or
+// dumps the Redis, and it must be the same on every Caddy node, which
+// share no secret: so an unkeyed hash, which hides a key with enough
+// entropy (a token) but not one that can be guessed (a user name).
 func (rk requestKey) appendRedisName(b []byte) []byte {
 	if rk.isAddr {
 		b = rk.addr.Addr().AppendTo(b)
 		b = append(b, '/')
 		return strconv.AppendInt(b, int64(rk.addr.Bits()), 10)
 	}
-	if len(rk.text) > maxRedisKeyLen {
-		sum := sha256.Sum256([]byte(rk.text))
-		return hex.AppendEncode(append(b, '#'), sum[:])
-	}
-	return append(append(b, '='), rk.text...)
-}
-
-// String is the key as logs show it.
-func (rk requestKey) String() string {
-	if rk.isAddr {
-		return rk.addr.String()
-	}
-	return rk.text
+	sum := sha256.Sum256([]byte(rk.text))
+	return hex.AppendEncode(append(b, '#'), sum[:])
 }

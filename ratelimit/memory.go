@@ -26,22 +26,34 @@ type memoryTable struct {
 	shards    [shardCount]shard
 	perShard  atomic.Int64
 	evictions atomic.Uint64
+	blocks    atomic.Int64 // names each charge_on key's blocks (chargeon.go)
 }
 
 type shard struct {
 	mu sync.Mutex
 	m  map[uint64]int64
 	// due[head:] are keys in ascending order of a TAT recorded when they
-	// were inserted or at the last sweep. A key's TAT only grows, so each
-	// is a lower bound; an entry may be stale (its key dropped, or its TAT
-	// moved on), which dropExpired finds out when it gets there.
+	// were inserted or at the last sweep, each a lower bound of its key's
+	// TAT (a TAT only grows, but when a charge is given back, which tracks
+	// the lower TAT anew); an entry may be stale (its key dropped, or its
+	// TAT moved on), which dropExpired finds out when it gets there.
 	due  []dueEntry
 	head int
 	// rest is a lower bound of the TAT of every key without an entry in
 	// due, and at least the last entry's: when no entry is due and now is
 	// before rest, nothing in the shard has expired.
 	rest int64
-	_    [8]byte // one shard per 64-byte cache line: no false sharing
+	// held is what charge_on zones' keys have given back (chargeon.go), by
+	// key; nil in other zones. An entry goes with its key.
+	held map[uint64]held
+	// A shard is 64 bytes, one cache line: no false sharing.
+}
+
+// held is a charge_on key's current block (the run of charges since its
+// TAT last passed) and how much it has given back in it.
+type held struct {
+	given int64
+	block int64
 }
 
 type dueEntry struct {
@@ -108,7 +120,7 @@ func (s *shard) dropExpired(now int64, limit int) bool {
 			continue
 		}
 		if tat <= now {
-			delete(s.m, e.h)
+			s.drop(e.h)
 			return true
 		}
 		s.track(e.h, tat, limit) // live: requests moved its TAT on
@@ -165,7 +177,7 @@ func (s *shard) sweep(now int64, limit int) int {
 	dropped := 0
 	for k, tat := range s.m {
 		if tat <= now {
-			delete(s.m, k)
+			s.drop(k)
 			dropped++
 		} else {
 			s.track(k, tat, limit)
@@ -188,18 +200,31 @@ func (s *shard) evictOne() {
 			break
 		}
 	}
-	delete(s.m, victim)
+	s.drop(victim)
+}
+
+// drop forgets key h.
+func (s *shard) drop(h uint64) {
+	delete(s.m, h)
+	if s.held != nil {
+		delete(s.held, h)
+	}
 }
 
 // decideMemory decides one request across zones, all or nothing: the shards
 // of every zone are locked (in zone order, so concurrent requests cannot
 // deadlock), every zone is checked, and only if all allow is any TAT
-// advanced, but a charge_on zone's, which its response charges
-// (chargeMemory). zones must be sorted by seq; out receives one outcome per
-// zone.
-func decideMemory(zones []*zone, hashes []uint64, now int64, out []outcome) bool {
+// advanced. A charge_on zone is charged up front like any other, and holds
+// (one per zone, nil if the handler has no charge_on zone) receives what
+// giving its charge back takes (chargeon.go). zones must be sorted by seq;
+// out receives one outcome per zone.
+func decideMemory(zones []*zone, hashes []uint64, now int64, out []outcome, holds []hold) bool {
 	if len(zones) == 1 {
-		return decideOne(zones[0], hashes[0], now, &out[0])
+		var h *hold
+		if holds != nil {
+			h = &holds[0]
+		}
+		return decideOne(zones[0], hashes[0], now, &out[0], h)
 	}
 	var shards [maxZones]*shard
 	var next [maxZones]int64
@@ -217,10 +242,11 @@ func decideMemory(zones []*zone, hashes []uint64, now int64, out []outcome) bool
 	}
 	if ok {
 		for i, z := range zones {
-			if z.chargeOn != nil {
-				continue // charged by the response, if at all
-			}
 			z.table.store(shards[i], hashes[i], next[i], now, exists[i])
+			if z.chargeOn != nil {
+				// after is 0 iff the stored TAT was not after now.
+				holds[i] = z.table.hold(shards[i], hashes[i], out[i].after == 0, next[i], now)
+			}
 			out[i].after = next[i] - now
 		}
 	}
@@ -230,29 +256,61 @@ func decideMemory(zones []*zone, hashes []uint64, now int64, out []outcome) bool
 	return ok
 }
 
-// decideOne is decideMemory for the common single zone.
-func decideOne(z *zone, h uint64, now int64, out *outcome) bool {
+// decideOne is decideMemory for the common single zone; hd is nil unless
+// the handler has a charge_on zone.
+func decideOne(z *zone, h uint64, now int64, out *outcome, hd *hold) bool {
 	s := z.table.shard(h)
 	s.mu.Lock()
 	tat, exists := s.m[h]
 	o, next := z.limit.check(tat, now)
-	if o.allowed && z.chargeOn == nil {
+	if o.allowed {
 		z.table.store(s, h, next, now, exists)
 		o.after = next - now
+		if z.chargeOn != nil {
+			*hd = z.table.hold(s, h, tat <= now, next, now)
+		}
 	}
 	s.mu.Unlock()
 	*out = o
 	return o.allowed
 }
 
-// chargeMemory charges one request to h in a charge_on zone, whatever its
-// state: requests let through before earlier charges landed are all
-// counted, so the key stays refused for as long as they add up to.
-func chargeMemory(z *zone, h uint64, now int64) {
+// hold records a charge_on key's up-front charge, to next (the shard is
+// locked), and returns what giving it back takes. A key whose TAT had
+// passed (passed; or that was not held) starts a new block: everything
+// charged before has been used up by time, so nothing given back since
+// counts.
+func (t *memoryTable) hold(s *shard, h uint64, passed bool, next, now int64) hold {
+	if s.held == nil {
+		s.held = make(map[uint64]held)
+	}
+	e, ok := s.held[h]
+	if !ok || passed {
+		e = held{block: t.blocks.Add(1)}
+		s.held[h] = e
+	}
+	return hold{tat: next, given: e.given, block: e.block}
+}
+
+// refundMemory gives back what is left of one request's up-front charge to
+// h in a charge_on zone (see limit.giveBack), unless the key has started a
+// new block since, or been dropped.
+func refundMemory(z *zone, h uint64, hd hold, now int64) {
 	s := z.table.shard(h)
 	s.mu.Lock()
-	tat, exists := s.m[h]
-	_, next := z.limit.check(tat, now)
-	z.table.store(s, h, next, now, exists)
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	tat, ok := s.m[h]
+	e, held := s.held[h]
+	if !ok || !held || e.block != hd.block {
+		return
+	}
+	r := z.limit.giveBack(tat, e.given, hd, now)
+	if r == 0 {
+		return
+	}
+	tat -= r
+	e.given += r
+	s.m[h], s.held[h] = tat, e
+	// Expiry tracking wants a lower bound of each TAT: this one went down.
+	s.track(h, tat, int(z.table.perShard.Load()))
 }

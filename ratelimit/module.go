@@ -215,6 +215,13 @@ func (h *Handler) Validate() error {
 		if err := checkTLS(r.TLS); err != nil {
 			return err
 		}
+		resolved, err := r.resolved()
+		if err != nil {
+			return fmt.Errorf("throttle: store redis: %v", err)
+		}
+		if err := checkKeyPrefix(resolved.KeyPrefix); err != nil {
+			return err
+		}
 	}
 	if _, err := parseMode(string(h.Mode)); err != nil {
 		return err

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/caddy-edgekit/edgekit/internal/enum"
@@ -144,7 +145,10 @@ func checkBurst(zone string, burst int64, r rate) error {
 	return nil
 }
 
-// checkChargeOn wants at least one status, each a final HTTP status.
+// checkChargeOn wants at least one status, each one a response can end
+// with: a final status or 101 Switching Protocols. Other 1xx statuses are
+// interim responses, never what a request is settled by: a zone charging
+// only those would charge nothing.
 func checkChargeOn(zone string, statuses []int) error {
 	if len(statuses) == 0 {
 		return zoneError(zone, fmt.Errorf("charge_on: no status: list the statuses to charge, e.g. charge_on status 401 403"))
@@ -153,6 +157,21 @@ func checkChargeOn(zone string, statuses []int) error {
 		if s < 100 || s > 599 {
 			return zoneError(zone, fmt.Errorf("charge_on status %d: must be an HTTP status, 100..599", s))
 		}
+		if s < 200 && s != 101 {
+			return zoneError(zone, fmt.Errorf("charge_on status %d: an informational (1xx) status is never a response's final status, so it would charge nothing: list final statuses (200..599) or 101", s))
+		}
+	}
+	return nil
+}
+
+// checkKeyPrefix refuses a Redis key_prefix (placeholders expanded) holding
+// a brace. Redis Cluster picks a key's slot by the first {...} in its name:
+// one in the prefix would replace the tag that keeps each caller's zones in
+// one slot, so decisions across slots would be refused (and on_error allow
+// would let everything through) or every key would land on one node.
+func checkKeyPrefix(prefix string) error {
+	if strings.ContainsAny(prefix, "{}") {
+		return fmt.Errorf("throttle: store redis: key_prefix %q holds a { or }: Redis Cluster reads braces in a key name as its hash tag, which the prefix must not set; use other characters, e.g. key_prefix edge:throttle:", prefix)
 	}
 	return nil
 }

@@ -21,19 +21,30 @@ import (
 // gcraScript decides one request for every zone at once, atomically, on the
 // server's clock (so Caddy nodes' clocks never matter). KEYS are one key
 // per zone; ARGV holds each zone's interval and tolerance in microseconds
-// and whether it is charged now (1) or, charge_on, by the response (0).
-// Nothing is written unless every zone allows the request, and nothing in a
-// charge_on zone. It returns
+// and its kind: 1 a plain zone, whose value is its TAT; 2 a charge_on
+// zone, whose value is `<TAT> <given back> <block>` (chargeon.go), a block
+// starting when a charge finds the TAT passed (its name is that moment).
+// Nothing is written unless every zone allows the request. It returns
 // {all allowed, allowed_1, after_1, allowed_2, after_2, ...}, after_i
-// being TAT - now in microseconds once decided.
+// being TAT - now in microseconds once decided, then for each charge_on
+// zone in order its hold: the TAT after its charge, given back and block.
 var gcraScript = rueidis.NewLuaScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local n = #KEYS
-local tats = {}
+local tats, given, blocks = {}, {}, {}
 local res = {1}
 for i = 1, n do
-  local tat = tonumber(redis.call('GET', KEYS[i])) or now
+  local v = redis.call('GET', KEYS[i])
+  local tat = tonumber(v)
+  if v and not tat then
+    local a, g, b = string.match(v, '^(%d+) (%d+) (%d+)$')
+    tat, given[i], blocks[i] = tonumber(a), tonumber(g), tonumber(b)
+  end
+  tat = tat or now
+  if ARGV[3*i] == '2' and (not blocks[i] or tat <= now) then
+    given[i], blocks[i] = 0, now
+  end
   if tat < now then tat = now end
   tats[i] = tat
   if tat - now <= tonumber(ARGV[3*i-1]) then
@@ -43,31 +54,63 @@ for i = 1, n do
     res[1] = 0
   end
 end
+local m = 2*n + 1
 for i = 1, n do
   local after = tats[i] - now
-  if res[1] == 1 and ARGV[3*i] == '1' then
+  if res[1] == 1 then
     after = after + tonumber(ARGV[3*i-2])
-    redis.call('SET', KEYS[i], string.format('%d', now + after), 'PX', string.format('%d', math.ceil(after / 1000)))
+    local v = string.format('%d', now + after)
+    if ARGV[3*i] == '2' then
+      v = string.format('%d %d %d', now + after, given[i], blocks[i])
+    end
+    redis.call('SET', KEYS[i], v, 'PX', string.format('%d', math.ceil(after / 1000)))
   end
   res[2*i+1] = after
+  if ARGV[3*i] == '2' then
+    res[m+1], res[m+2], res[m+3] = now + after, given[i], blocks[i]
+    m = m + 3
+  end
 end
 return res
 `)
 
-// chargeScript charges one request to each of KEYS (charge_on zones whose
-// status matched), ARGV being their intervals in microseconds: the TAT
-// moves on by one interval from itself or now, whichever is later, as in
-// memory. It returns 1.
-var chargeScript = rueidis.NewLuaScript(`
+// refundScript gives back one request's charge in each of KEYS, ARGV
+// holding four values per key: the zone's interval in microseconds and the
+// request's hold (TAT after its charge, given back, block; see
+// limit.giveBack), or 0 0 0 for a plain zone's charge that another slot's
+// refusal undoes at once, which takes back one interval. It never takes a
+// TAT below now, and a charge_on key gives nothing back once a new block
+// started. It returns 0.
+var refundScript = rueidis.NewLuaScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 for i = 1, #KEYS do
-  local tat = tonumber(redis.call('GET', KEYS[i])) or now
-  if tat < now then tat = now end
-  tat = tat + tonumber(ARGV[i])
-  redis.call('SET', KEYS[i], string.format('%d', tat), 'PX', string.format('%d', math.ceil((tat - now) / 1000)))
+  local v = redis.call('GET', KEYS[i])
+  local interval, block = tonumber(ARGV[4*i-3]), tonumber(ARGV[4*i])
+  if v then
+    local tat = tonumber(v)
+    local given, b
+    if not tat then
+      local a, g, bb = string.match(v, '^(%d+) (%d+) (%d+)$')
+      tat, given, b = tonumber(a), tonumber(g), tonumber(bb)
+    end
+    local r = 0
+    if tat and block == 0 then
+      r = math.min(interval, tat - now)
+    elseif b and b == block then
+      r = math.min(interval, tonumber(ARGV[4*i-2]) - (given - tonumber(ARGV[4*i-1])) - now, tat - now)
+    end
+    if r > 0 then
+      tat = tat - r
+      local nv = string.format('%d', tat)
+      if b then
+        nv = string.format('%d %d %d', tat, given + r, b)
+      end
+      redis.call('SET', KEYS[i], nv, 'PX', string.format('%d', math.max(1, math.ceil((tat - now) / 1000))))
+    end
+  end
 end
-return 1
+return 0
 `)
 
 // RedisStore shares zones between Caddy nodes through one Redis or Valkey.
@@ -361,14 +404,13 @@ type redisBackend struct {
 	// and key_prefix, which together say where the zone's keys live.
 	store string
 	// Set by prepare, in the handler's zone order: each zone's key after
-	// the hash tag, its script arguments (interval, tolerance) and interval
-	// in microseconds, the same on every request.
+	// the hash tag, its script arguments (interval, tolerance, kind) and
+	// interval in microseconds, the same on every request.
 	zoneKeys  []string
 	args      []string
 	intervals []int64
-	// chargeLater marks charge_on zones: the GCRA script checks them but
-	// charges nothing (charge does, by the response).
-	chargeLater []bool
+	// refundable marks charge_on zones, whose charge may be given back.
+	refundable []bool
 }
 
 // resolved is s with Caddy's global placeholders ({env.*}, {file.*}, ...)
@@ -450,25 +492,26 @@ func (b *redisBackend) prepare(zones []*zone) {
 	b.zoneKeys = make([]string, len(zones))
 	b.args = make([]string, 0, 3*len(zones))
 	b.intervals = make([]int64, len(zones))
-	b.chargeLater = make([]bool, len(zones))
+	b.refundable = make([]bool, len(zones))
 	for i, z := range zones {
 		b.intervals[i] = z.limit.interval / 1000
 		b.zoneKeys[i] = "}:" + z.name + ":"
-		now := "1"
+		kind := "1"
 		if z.chargeOn != nil {
-			now = "0"
-			b.chargeLater[i] = true
+			kind = "2"
+			b.refundable[i] = true
 		}
 		b.args = append(b.args,
 			strconv.FormatInt(z.limit.interval/1000, 10),
 			strconv.FormatInt(z.limit.tolerance/1000, 10),
-			now)
+			kind)
 	}
 }
 
 // decide runs the GCRA script for all zones (as prepared; one key each) in
-// one round trip.
-func (b *redisBackend) decide(ctx context.Context, keys []requestKey, out []outcome) (bool, error) {
+// one round trip; holds (nil without charge_on zones) receives the holds of
+// charge_on zones.
+func (b *redisBackend) decide(ctx context.Context, keys []requestKey, out []outcome, holds []hold) (bool, error) {
 	now := time.Now().UnixNano()
 	if !b.conn.admit(now) {
 		return false, errBreakerOpen
@@ -487,9 +530,9 @@ func (b *redisBackend) decide(ctx context.Context, keys []requestKey, out []outc
 	names := b.names(keys, tags[:len(keys)])
 	var allowed bool
 	if client.Mode() == rueidis.ClientModeCluster {
-		allowed, err = b.decideSlots(ctx, client, names, tags[:len(keys)], out)
+		allowed, err = b.decideSlots(ctx, client, names, tags[:len(keys)], out, holds)
 	} else {
-		allowed, err = decideScript(ctx, client, names, b.args, out)
+		allowed, err = decideScript(ctx, client, names, b.args, out, holds, b.refundable)
 	}
 	if err != nil {
 		b.failed(time.Now().UnixNano(), err)
@@ -499,10 +542,10 @@ func (b *redisBackend) decide(ctx context.Context, keys []requestKey, out []outc
 	return allowed, nil
 }
 
-// charge runs chargeScript for the zones marked in which, with the same
-// timeout and breaker as a decision: in one round trip, on a Redis Cluster
-// one script per slot (as decideSlots).
-func (b *redisBackend) charge(ctx context.Context, keys []requestKey, which []bool) error {
+// giveBack runs refundScript for the charge_on zones marked in which,
+// with the same timeout and breaker as a decision: in one round trip, on a
+// Redis Cluster one script per slot (as decideSlots).
+func (b *redisBackend) giveBack(ctx context.Context, keys []requestKey, holds []hold, which []bool) error {
 	now := time.Now().UnixNano()
 	if !b.conn.admit(now) {
 		return errBreakerOpen
@@ -535,17 +578,9 @@ func (b *redisBackend) charge(ctx context.Context, keys []requestKey, which []bo
 			g = len(execs) - 1
 		}
 		execs[g].Keys = append(execs[g].Keys, names[i])
-		execs[g].Args = append(execs[g].Args, b.args[3*i])
+		execs[g].Args = b.appendRefundArgs(execs[g].Args, i, &holds[i])
 	}
-	results, err := runScripts(ctx, client, chargeScript, execs)
-	if err == nil {
-		for _, res := range results {
-			if err = res.Error(); err != nil {
-				break
-			}
-		}
-	}
-	if err != nil {
+	if err := runRefunds(ctx, client, execs); err != nil {
 		b.failed(time.Now().UnixNano(), err)
 		return err
 	}
@@ -553,23 +588,60 @@ func (b *redisBackend) charge(ctx context.Context, keys []requestKey, which []bo
 	return nil
 }
 
+// appendRefundArgs appends refundScript's arguments for zone i: its
+// interval and hold, or for a plain zone (h nil) a hold of zeros.
+func (b *redisBackend) appendRefundArgs(args []string, i int, h *hold) []string {
+	if h == nil {
+		return append(args, b.args[3*i], "0", "0", "0")
+	}
+	return append(args, b.args[3*i], strconv.FormatInt(h.tat, 10), strconv.FormatInt(h.given, 10), strconv.FormatInt(h.block, 10))
+}
+
+// runRefunds runs refundScript once per exec and returns the first error.
+func runRefunds(ctx context.Context, client rueidis.Client, execs []rueidis.LuaExec) error {
+	results, err := runScripts(ctx, client, refundScript, execs)
+	if err != nil {
+		return err
+	}
+	for _, res := range results {
+		if err := res.Error(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // decideScript runs the GCRA script once for names, all zones of a request
 // (standalone Redis) or those of one slot (cluster), atomically.
-func decideScript(ctx context.Context, client rueidis.Client, names, args []string, out []outcome) (bool, error) {
+func decideScript(ctx context.Context, client rueidis.Client, names, args []string, out []outcome, holds []hold, refundable []bool) (bool, error) {
 	res, err := runScript(ctx, client, names, args)
 	if err != nil {
 		return false, err
 	}
-	return scriptOutcomes(res, out)
+	return scriptOutcomes(res, out, holds, refundable)
 }
 
-// scriptOutcomes reads the script's answer into out, one per key.
-func scriptOutcomes(res []int64, out []outcome) (bool, error) {
-	if len(res) != 1+2*len(out) {
-		return false, fmt.Errorf("redis GCRA script returned %d values, want %d", len(res), 1+2*len(out))
+// scriptOutcomes reads the script's answer into out, one per key, and into
+// holds those of the keys marked refundable (holds is nil if none is).
+func scriptOutcomes(res []int64, out []outcome, holds []hold, refundable []bool) (bool, error) {
+	want := 1 + 2*len(out)
+	for _, r := range refundable {
+		if r {
+			want += 3
+		}
+	}
+	if len(res) != want {
+		return false, fmt.Errorf("redis GCRA script returned %d values, want %d", len(res), want)
 	}
 	for i := range out {
 		out[i] = outcome{allowed: res[1+2*i] == 1, after: res[2+2*i] * 1000}
+	}
+	m := 1 + 2*len(out)
+	for i, r := range refundable {
+		if r {
+			holds[i] = hold{tat: res[m], given: res[m+1], block: res[m+2]}
+			m += 3
+		}
 	}
 	return res[0] == 1, nil
 }

@@ -20,12 +20,12 @@ import (
 // hence a slot, and are decided together as on a single node. Zones keyed
 // differently (say per address and per user) land in different slots: each
 // slot's zones are decided atomically, all slots in one round trip; if any
-// says no, the slots that consumed are refunded in a second one, so a
-// rejected request consumes nothing, as on a single node. Between the two,
-// a concurrent request of the same caller may see the consumption about to
-// be refunded and be rejected: the limit errs on the strict side, never
-// lets more through than the rate.
-func (b *redisBackend) decideSlots(ctx context.Context, client rueidis.Client, names []string, tags []tag, out []outcome) (bool, error) {
+// says no or fails, the slots that consumed are refunded in a second one,
+// so a rejected request, or one on_error decides, consumes nothing, as on a
+// single node. Between the two, a concurrent request of the same caller
+// may see the consumption about to be refunded and be rejected: the limit
+// errs on the strict side, never lets more through than the rate.
+func (b *redisBackend) decideSlots(ctx context.Context, client rueidis.Client, names []string, tags []tag, out []outcome, holds []hold) (bool, error) {
 	var groups [maxZones][]int // zone indexes of each tag
 	n := 0
 	for i := range names {
@@ -39,7 +39,7 @@ func (b *redisBackend) decideSlots(ctx context.Context, client rueidis.Client, n
 		groups[g] = append(groups[g], i)
 	}
 	if n == 1 {
-		return decideScript(ctx, client, names, b.args, out)
+		return decideScript(ctx, client, names, b.args, out, holds, b.refundable)
 	}
 	execs := make([]rueidis.LuaExec, n)
 	for g, zs := range groups[:n] {
@@ -48,28 +48,39 @@ func (b *redisBackend) decideSlots(ctx context.Context, client rueidis.Client, n
 			execs[g].Args = append(execs[g].Args, b.args[3*i], b.args[3*i+1], b.args[3*i+2])
 		}
 	}
-	results, err := runScripts(ctx, client, gcraScript, execs)
-	if err != nil {
-		return false, err
-	}
+	// A refusal to send (runScripts' error) is a panic recovered in one
+	// exec: the others may have run and consumed, so every result is read.
+	results, failed := runScripts(ctx, client, gcraScript, execs)
 	allowed := true
 	var consumed [maxZones]bool
 	var one [maxZones]outcome
+	var oneHolds [maxZones]hold
+	var refundable [maxZones]bool
 	for g, zs := range groups[:n] {
 		res, err := results[g].AsIntSlice()
 		if err != nil {
-			return false, err
+			failed = errors.Join(failed, err)
+			allowed = false
+			continue
 		}
-		ok, err := scriptOutcomes(res, one[:len(zs)])
+		for k, i := range zs {
+			refundable[k] = b.refundable[i]
+		}
+		ok, err := scriptOutcomes(res, one[:len(zs)], oneHolds[:len(zs)], refundable[:len(zs)])
 		if err != nil {
-			return false, err
+			failed = errors.Join(failed, err)
+			allowed = false
+			continue
 		}
 		consumed[g], allowed = ok, allowed && ok
 		for k, i := range zs {
 			out[i] = one[k]
+			if b.refundable[i] {
+				holds[i] = oneHolds[k]
+			}
 		}
 	}
-	if allowed {
+	if allowed && failed == nil {
 		return true, nil
 	}
 	var refunds []rueidis.LuaExec
@@ -79,44 +90,21 @@ func (b *redisBackend) decideSlots(ctx context.Context, client rueidis.Client, n
 		}
 		var r rueidis.LuaExec
 		for _, i := range zs {
-			if b.chargeLater[i] {
-				continue // the script charged it nothing
-			}
 			r.Keys = append(r.Keys, names[i])
-			r.Args = append(r.Args, b.args[3*i])
+			var h *hold
+			if b.refundable[i] {
+				h = &holds[i]
+			}
+			r.Args = b.appendRefundArgs(r.Args, i, h)
 			out[i].after -= b.intervals[i] * 1000 // as if never consumed
 		}
-		if len(r.Keys) > 0 {
-			refunds = append(refunds, r)
-		}
+		refunds = append(refunds, r)
 	}
-	results, err = runScripts(ctx, client, refundScript, refunds)
-	if err != nil {
-		return false, fmt.Errorf("refunding a rejected request's other slots: %w", err)
+	if err := runRefunds(ctx, client, refunds); err != nil {
+		return false, errors.Join(failed, fmt.Errorf("refunding a rejected request's other slots: %w", err))
 	}
-	for _, r := range results {
-		if err := r.Error(); err != nil {
-			return false, fmt.Errorf("refunding a rejected request's other slots: %w", err)
-		}
-	}
-	return false, nil
+	return false, failed
 }
-
-// refundScript takes back one interval from each key (ARGV: each key's
-// interval in microseconds), undoing what gcraScript committed for a
-// request that another slot rejected.
-var refundScript = rueidis.NewLuaScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-for i = 1, #KEYS do
-  local tat = tonumber(redis.call('GET', KEYS[i]))
-  if tat then
-    tat = math.max(now, tat - tonumber(ARGV[i]))
-    redis.call('SET', KEYS[i], string.format('%d', tat), 'PX', string.format('%d', math.max(1, math.ceil((tat - now) / 1000))))
-  end
-end
-return 0
-`)
 
 // runScripts runs script once per exec, concurrently: the client pipelines
 // them, one round trip in all (EVALSHA; EVAL once where the node lacks the

@@ -24,7 +24,7 @@ func TestRedisCanceledRequestIsNoFailure(t *testing.T) {
 	var out [1]outcome
 	keys := []requestKey{{text: "gone"}}
 	for i := range 2 * breakerThreshold {
-		allowed, err := h.redis.decide(gone, keys, out[:])
+		allowed, err := h.redis.decide(gone, keys, out[:], nil)
 		if err != nil {
 			t.Fatalf("decision %d for a client that hung up: %v, want one made regardless", i, err)
 		}
@@ -167,7 +167,7 @@ func TestRedisHungAfterConnect(t *testing.T) {
 			var out [1]outcome
 			var err error
 			for range 50 {
-				if _, err = h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:]); err == nil {
+				if _, err = h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:], nil); err == nil {
 					break
 				}
 				time.Sleep(100 * time.Millisecond)
@@ -205,7 +205,7 @@ func slowestOfConcurrentDecisions(t *testing.T, h *Handler, n int) time.Duration
 		wg.Go(func() {
 			var out [1]outcome
 			start := time.Now()
-			_, err := h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:])
+			_, err := h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:], nil)
 			took := time.Since(start)
 			mu.Lock()
 			slowest = max(slowest, took)
@@ -217,4 +217,30 @@ func slowestOfConcurrentDecisions(t *testing.T, h *Handler, n int) time.Duration
 	}
 	wg.Wait()
 	return slowest
+}
+
+// TestRedisKeyPrefixHashTagRefused: a key_prefix holding a brace, written
+// as an escape, or given by a placeholder's value, is refused at start
+// (JSON as the Caddyfile): on a Redis Cluster it would take over the hash
+// tag, put zones in different slots and turn limiting off under on_error
+// allow. No Redis is asked.
+func TestRedisKeyPrefixHashTagRefused(t *testing.T) {
+	t.Setenv("EDGEKIT_T_TAGGED", "pop{1}:")
+	t.Setenv("EDGEKIT_T_PLAIN", "pop1:")
+	for prefix, refused := range map[string]bool{
+		`edge\{pop\}:`:           true,
+		`edge\}:`:                true,
+		"{env.EDGEKIT_T_TAGGED}": true,
+		"{env.EDGEKIT_T_PLAIN}":  false,
+		"edge:pop-1:":            false,
+	} {
+		h := &Handler{Zones: []*Zone{{Name: "r-prefix", Rate: "1/1h"}}, Store: &Store{Type: "redis", Redis: &RedisStore{Address: "127.0.0.1:1", KeyPrefix: prefix}}}
+		ctx, cancel := newContext()
+		err := h.Provision(ctx)
+		_ = h.Cleanup()
+		cancel()
+		if got := err != nil && strings.Contains(err.Error(), "key_prefix") && strings.Contains(err.Error(), "hash tag"); got != refused {
+			t.Errorf("key_prefix %q: %v; want refused %v", prefix, err, refused)
+		}
+	}
 }

@@ -19,7 +19,9 @@ func TestClaimRefusedPicksAnother(t *testing.T) {
 	}
 	defer other.Close()
 
-	candidates := func(addrs ...netip.Addr) func() netip.Addr {
+	// candidates fails the t it is given, the test that runs out: a
+	// subtest must not fail its parent.
+	candidates := func(t *testing.T, addrs ...netip.Addr) func() netip.Addr {
 		return func() netip.Addr {
 			if len(addrs) == 0 {
 				t.Fatal("ran out of candidates")
@@ -30,15 +32,15 @@ func TestClaimRefusedPicksAnother(t *testing.T) {
 		}
 	}
 	t.Run("claim", func(t *testing.T) {
-		if got := claimFrom(t, candidates(taken, free)); got != free.String() {
+		if got := claimFrom(t, candidates(t, taken, free)); got != free.String() {
 			t.Fatalf("claimed %s, want %s: %s is another process's", got, free, taken)
 		}
-		if got := claimFrom(t, candidates(free, third)); got != third.String() {
+		if got := claimFrom(t, candidates(t, free, third)); got != third.String() {
 			t.Fatalf("claimed %s again while held, want %s", got, third)
 		}
 	})
 	// The subtest has ended: its claims are released.
-	if got := claimFrom(t, candidates(free)); got != free.String() {
+	if got := claimFrom(t, candidates(t, free)); got != free.String() {
 		t.Fatalf("claimed %s, want %s released by the ended test", got, free)
 	}
 }
