@@ -218,7 +218,7 @@ func BenchmarkMemoKey(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, ok := m.representation(r, hdr); !ok {
+				if _, ok := m.representation(r, http.StatusOK, hdr); !ok {
 					b.Fatal("not memoisable")
 				}
 			}

@@ -121,7 +121,7 @@ func (m *memo) digest(fields ...string) memoKey {
 // header hdr, or false when the memo may neither use nor remember anything
 // for it. The key holds everything that may select the representation:
 //
-//   - the method, the Host with its port, the path as sent (escaped: an
+//   - the status, the method, the Host with its port, the path as sent (escaped: an
 //     origin may tell /a%2Fb from /a/b) and the query, as the handler
 //     below sees them (handlers rewrite the request before they answer);
 //   - the request's credentials (Cookie, Authorization), verbatim, when it
@@ -141,7 +141,7 @@ func (m *memo) digest(fields ...string) memoKey {
 // Building the key allocates nothing (BenchmarkMemoKey) unless the path
 // holds escapes or Vary names, in other than canonical case, a field that
 // net/textproto does not intern.
-func (m *memo) representation(r *http.Request, hdr http.Header) (memoKey, bool) {
+func (m *memo) representation(r *http.Request, status int, hdr http.Header) (memoKey, bool) {
 	if len(hdr["Set-Cookie"]) > 0 || hasToken(hdr["Cache-Control"], "no-store") ||
 		hasToken(hdr["Cache-Control"], "private") {
 		return memoKey{}, false
@@ -151,6 +151,9 @@ func (m *memo) representation(r *http.Request, hdr http.Header) (memoKey, bool) 
 		return memoKey{}, false
 	}
 	mh := m.hasher()
+	// The status first, at a fixed place, as a varint (prefix-free, and no
+	// string to allocate): a 404 may carry the ETag of a 200.
+	mh.buf = binary.AppendUvarint(mh.buf, uint64(status))
 	mh.field(r.Method)
 	mh.field(r.Host)
 	mh.field(r.URL.EscapedPath())

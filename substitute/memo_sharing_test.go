@@ -189,3 +189,31 @@ func TestMemoDigestFraming(t *testing.T) {
 		t.Error("digest is not deterministic")
 	}
 }
+
+// TestMemoKeysOnStatus: an origin that answers 200 with a clean body and
+// later 404 with the same strong ETag and a body a rule redacts. The status
+// selects the response as much as the ETag does: the 200 must not make the
+// 404 stream unscanned.
+func TestMemoKeysOnStatus(t *testing.T) {
+	h := provision(t, &Handler{Rules: secretRule})
+	status := http.StatusOK
+	next := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("Etag", `"same-etag-every-status"`)
+		w.WriteHeader(status)
+		if status == http.StatusOK {
+			_, _ = w.Write([]byte(cleanBody))
+			return
+		}
+		_, _ = w.Write([]byte(secretBody))
+	}
+	for range 2 {
+		if got := serve(t, h, request("GET", "/page"), next).Body.String(); got != cleanBody {
+			t.Fatalf("200: %q", got)
+		}
+	}
+	status = http.StatusNotFound
+	if got := serve(t, h, request("GET", "/page"), next).Body.String(); got != redacted {
+		t.Fatalf("404 after a clean 200 of the same ETag: %q, want %q (the memo let it through unscanned)", got, redacted)
+	}
+}

@@ -171,7 +171,7 @@ func (rw *responseWriter) WriteHeader(status int) {
 	}
 	rw.body = rw.stream
 	if strong && rw.h.memo != nil {
-		rw.useMemo(hdr, etag)
+		rw.useMemo(status, hdr, etag)
 	}
 	if rw.mode == copying {
 		rw.body = &rw.out
@@ -257,8 +257,8 @@ func listsETag(values []string, tag string) bool {
 
 // useMemo streams the body unscanned when the same bytes matched no rule
 // before, for the same representation (see memo.representation).
-func (rw *responseWriter) useMemo(hdr http.Header, etag string) {
-	key, ok := rw.h.memo.representation(rw.req, hdr)
+func (rw *responseWriter) useMemo(status int, hdr http.Header, etag string) {
+	key, ok := rw.h.memo.representation(rw.req, status, hdr)
 	if !ok {
 		metrics.memoIneligible.Inc()
 		return
