@@ -58,8 +58,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return err
 	}
 	if rw.mode == discarding { // a partial body that was not, or could not be, retried
+		// The 502 describes no representation: drop the 206's fields, whose
+		// Content-Length would frame the error's empty body as a cut one.
+		hdr := w.Header()
+		for _, name := range partialFields {
+			delete(hdr, name)
+		}
+		why := "a request that cannot be sent again without Range (not a GET or HEAD without a body)"
+		switch {
+		case mayRetry:
+			why = "the request sent again without Range"
+		case len(r.Header["Range"]) == 0:
+			why = "a request without Range"
+		}
 		return caddyhttp.Error(http.StatusBadGateway,
-			fmt.Errorf("substitute: partial response (206) of a substitutable type to a request that cannot be retried without Range"))
+			fmt.Errorf("substitute: partial response (206) of a substitutable type to %s", why))
 	}
 	if ferr := rw.finish(false); ferr != nil {
 		if isDecodeError(ferr) {
@@ -73,6 +86,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	return nil
 }
+
+// partialFields are the fields of a 206 that describe its representation
+// or frame its body.
+var partialFields = [...]string{"Content-Length", "Content-Range", "Content-Type", "Content-Encoding",
+	"Etag", "Last-Modified", "Accept-Ranges", "Transfer-Encoding", "Trailer"}
 
 // typeMatches reports whether a media type is in Types (case-insensitive;
 // "text/*" matches every text type).

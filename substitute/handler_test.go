@@ -524,6 +524,13 @@ func TestPartialSubstitutableBodyNeverLeaks(t *testing.T) {
 	if rec.Code != http.StatusBadGateway || rec.Body.Len() != 0 {
 		t.Errorf("got %d %q, want 502 and no body", rec.Code, rec.Body.String())
 	}
+	// The 502 describes no representation: none of the 206's fields (its
+	// Content-Length would frame an empty body as a truncated one).
+	for _, name := range []string{"Content-Range", "Content-Type", "Accept-Ranges"} {
+		if v, ok := rec.Header()[name]; ok {
+			t.Errorf("the 502 carries the 206's %s: %q", name, v)
+		}
+	}
 }
 
 func TestMemo(t *testing.T) {
