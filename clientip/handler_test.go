@@ -97,7 +97,9 @@ func TestServeThroughTheEdge(t *testing.T) {
 // callerAddressHeaders are what a caller writes to pose as someone else,
 // and what CDNs relay as written.
 var callerAddressHeaders = []string{"X-Real-IP", "True-Client-IP", "CF-Connecting-IP", "Fastly-Client-IP",
-	"X-Client-IP", "X-Cluster-Client-IP", "Client-IP", "Forwarded"}
+	"X-Client-IP", "X-Cluster-Client-IP", "Client-IP", "Forwarded",
+	"CloudFront-Viewer-Address", "X-Envoy-External-Address", "X-Originating-IP", "X-Remote-IP",
+	"X-Remote-Addr", "X-ProxyUser-Ip", "X-Forwarded", "Forwarded-For", "X-Original-Forwarded-For"}
 
 // Through the edge, in every mode, the only client-address headers that go
 // on are the ones written from the resolved client: X-Forwarded-For

@@ -25,11 +25,14 @@ func init() {
 
 // defaultStrip are the headers a caller could use to claim an address, which
 // origin frameworks read (chi's RealIP checks True-Client-IP first, Rack and
-// PHP apps Client-IP and X-Cluster-Client-IP). CDNs relay them as the caller
+// PHP apps Client-IP and X-Cluster-Client-IP, Rails X-Forwarded and
+// Forwarded-For, CloudFront and Envoy their own). CDNs relay them as the caller
 // wrote them, so they are removed on every path, except the one this
 // handler reads and rewrites.
 var defaultStrip = []string{"X-Real-IP", "True-Client-IP", "CF-Connecting-IP", "Fastly-Client-IP",
-	"X-Client-IP", "X-Cluster-Client-IP", "Client-IP", "Forwarded"}
+	"X-Client-IP", "X-Cluster-Client-IP", "Client-IP", "Forwarded",
+	"CloudFront-Viewer-Address", "X-Envoy-External-Address", "X-Originating-IP", "X-Remote-IP",
+	"X-Remote-Addr", "X-ProxyUser-Ip", "X-Forwarded", "Forwarded-For", "X-Original-Forwarded-For"}
 
 // The forwarding chain reverse_proxy reads and extends. Not through the
 // edge, all of it is the caller's: it is removed so that reverse_proxy
@@ -101,7 +104,10 @@ type Handler struct {
 	// Client-address headers removed from every request, whether or not
 	// it came through the edge. Default: X-Real-IP, True-Client-IP,
 	// CF-Connecting-IP, Fastly-Client-IP, X-Client-IP,
-	// X-Cluster-Client-IP, Client-IP and Forwarded. Through the edge, the
+	// X-Cluster-Client-IP, Client-IP, Forwarded, CloudFront-Viewer-Address,
+	// X-Envoy-External-Address, X-Originating-IP, X-Remote-IP,
+	// X-Remote-Addr, X-ProxyUser-Ip, X-Forwarded, Forwarded-For and
+	// X-Original-Forwarded-For. Through the edge, the
 	// configured `header` is rewritten to the resolved client instead, and
 	// in `forwarded` mode Forwarded is trimmed to start at the client's
 	// element. Not through the edge, the configured `header`,

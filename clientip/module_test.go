@@ -57,11 +57,11 @@ func TestDefaults(t *testing.T) {
 	if *h.Hops != 1 || h.Untrusted != UntrustedAllow || h.resolver.source != sourceXFF {
 		t.Errorf("defaults: hops %d untrusted %s source %s, want 1 allow xff", *h.Hops, h.Untrusted, h.resolver.source)
 	}
-	want := "X-Forwarded-For,X-Forwarded-Host,X-Forwarded-Proto,Forwarded,X-Real-Ip,True-Client-Ip,Cf-Connecting-Ip,Fastly-Client-Ip,X-Client-Ip,X-Cluster-Client-Ip,Client-Ip"
+	want := "X-Forwarded-For,X-Forwarded-Host,X-Forwarded-Proto,Forwarded,X-Real-Ip,True-Client-Ip,Cf-Connecting-Ip,Fastly-Client-Ip,X-Client-Ip,X-Cluster-Client-Ip,Client-Ip,Cloudfront-Viewer-Address,X-Envoy-External-Address,X-Originating-Ip,X-Remote-Ip,X-Remote-Addr,X-Proxyuser-Ip,X-Forwarded,Forwarded-For,X-Original-Forwarded-For"
 	if strings.Join(h.strip, ",") != want {
 		t.Errorf("strip %v, want %v", h.strip, want)
 	}
-	want = "X-Real-Ip,True-Client-Ip,Cf-Connecting-Ip,Fastly-Client-Ip,X-Client-Ip,X-Cluster-Client-Ip,Client-Ip,Forwarded"
+	want = "X-Real-Ip,True-Client-Ip,Cf-Connecting-Ip,Fastly-Client-Ip,X-Client-Ip,X-Cluster-Client-Ip,Client-Ip,Forwarded,Cloudfront-Viewer-Address,X-Envoy-External-Address,X-Originating-Ip,X-Remote-Ip,X-Remote-Addr,X-Proxyuser-Ip,X-Forwarded,Forwarded-For,X-Original-Forwarded-For"
 	if strings.Join(h.stripTrusted, ",") != want {
 		t.Errorf("strip through the edge %v, want %v", h.stripTrusted, want)
 	}

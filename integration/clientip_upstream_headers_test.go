@@ -16,13 +16,17 @@ import (
 // clientIPCallerHeaders are the client-address headers a caller writes,
 // which a CDN relays as written and origin frameworks read.
 var clientIPCallerHeaders = map[string]string{
-	"X-Real-IP":           "6.6.6.6",
-	"True-Client-IP":      "6.6.6.6",
-	"Fastly-Client-IP":    "6.6.6.6",
-	"X-Client-IP":         "6.6.6.6",
-	"X-Cluster-Client-IP": "6.6.6.6",
-	"Client-IP":           "6.6.6.6",
-	"Forwarded":           "for=6.6.6.6",
+	"X-Real-IP":                 "6.6.6.6",
+	"True-Client-IP":            "6.6.6.6",
+	"Fastly-Client-IP":          "6.6.6.6",
+	"X-Client-IP":               "6.6.6.6",
+	"X-Cluster-Client-IP":       "6.6.6.6",
+	"Client-IP":                 "6.6.6.6",
+	"Forwarded":                 "for=6.6.6.6",
+	"CloudFront-Viewer-Address": "6.6.6.6:4711",
+	"X-Originating-IP":          "6.6.6.6",
+	"X-Forwarded":               "for=6.6.6.6",
+	"Forwarded-For":             "6.6.6.6",
 }
 
 // TestClientIPThroughTheEdgeOnlyResolvedAddressHeaders: a request that came
