@@ -291,3 +291,28 @@ func TestClassesJSONAndHTML(t *testing.T) {
 		}
 	}
 }
+
+// A server repeating one Server-Timing name 10,000 times with the largest
+// accepted dur (about 180 KB of header) gets its figure reported at the
+// bound of a single dur (999,999,999 ms), never a wrapped negative sum.
+func TestProbeServerTimingSumSaturates(t *testing.T) {
+	header := strings.Repeat("a;dur=999999999, ", 9_999) + "a;dur=999999999"
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Server-Timing", header)
+	}))
+	t.Cleanup(ts.Close)
+	code, stdout, stderr := runCmd(t, "-q", "-proto", "h1", "-n", "3", ts.URL+"/")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	rows := regexp.MustCompile(`(?m)^server-timing a (p50|p90|p99)\s+(\S+)`).FindAllStringSubmatch(stdout, -1)
+	if len(rows) != 3 {
+		t.Fatalf("want server-timing a p50, p90 and p99 rows:\n%s", stdout)
+	}
+	for _, row := range rows {
+		ms, err := strconv.ParseFloat(row[2], 64)
+		if err != nil || ms != 1e9 {
+			t.Errorf("server-timing a %s = %s, want 1000000000.000 (the bound of one dur):\n%s", row[1], row[2], stdout)
+		}
+	}
+}

@@ -41,7 +41,8 @@
 //
 // Both parse the server's Server-Timing header ([ParseServerTiming]) and
 // aggregate each metric's dur by name, for at most 64 names per response
-// and per run (the rest under "(other)"). [WriteTable] and [WriteLoadTable]
+// and per run (the rest under "(other)"), a response's sum for one name
+// saturating at the largest dur accepted (1e9 ms). [WriteTable] and [WriteLoadTable]
 // print several results side by side.
 //
 // Connection classes ([Class], Config.Mix): instead of cold or warm, every

@@ -149,7 +149,8 @@ type Sample struct {
 	Proto string
 	// BodyBytes is the body as received on the wire (not decoded).
 	BodyBytes int64
-	// ServerTiming sums the server's Server-Timing dur per metric name.
+	// ServerTiming sums the server's Server-Timing dur per metric name,
+	// each sum at most the largest dur accepted (1e9 ms).
 	ServerTiming map[string]time.Duration
 	// Class is the connection class asked for (empty without a mix);
 	// Outcome what happened: the class itself, or OutcomeNotResumed,

@@ -198,3 +198,29 @@ func TestLoadStatusesBounded(t *testing.T) {
 		t.Errorf("%d status keys (%d malformed, %d x 200) for %d responses; want 2 keys: %d malformed, 1 x 200", len(res.Statuses), res.Statuses[StatusMalformed], res.Statuses[200], res.Completed, n)
 	}
 }
+
+// A server whose every response repeats one Server-Timing name 10,000 times
+// with the largest accepted dur gets each response counted at the bound of a
+// single dur, not at a wrapped (negative, then recorded as 0) sum.
+func TestLoadServerTimingSaturates(t *testing.T) {
+	header := repeatedServerTiming("a", 10_000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Server-Timing", header)
+	}))
+	t.Cleanup(srv.Close)
+	res, err := Load(t.Context(), LoadConfig{Config: Config{URL: srv.URL, Proto: H1, Timeout: 5 * time.Second}, Rate: 20, Duration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := res.ServerTiming["a"]
+	if res.Completed == 0 || a.Count != res.Completed {
+		t.Fatalf("%d of %d responses counted: %+v", a.Count, res.Completed, a)
+	}
+	lo := time.Duration(float64(maxServerTiming) * (1 - HistogramPrecision))
+	for _, d := range []time.Duration{a.P50, a.P90, a.P99, a.Mean} {
+		if d < lo || d > maxServerTiming {
+			t.Errorf("server-timing a %+v, want every figure within %v of %v", a, HistogramPrecision, maxServerTiming)
+			break
+		}
+	}
+}

@@ -24,6 +24,18 @@ type ServerTimingMetric struct {
 // larger is not a timing but garbage, and would overflow a Duration.
 const maxServerTimingMS = 1e9
 
+// maxServerTiming is maxServerTimingMS as a duration. It bounds a sum of
+// durs too (addServerTiming).
+const maxServerTiming = maxServerTimingMS * time.Millisecond
+
+// addServerTiming adds d to sum, both at most maxServerTiming, saturating at
+// maxServerTiming: a server repeating one name (or filling "(other)") with
+// the largest dur 10,000 times would otherwise wrap the int64 of
+// nanoseconds to a negative sum. A sum at the bound means "at least that".
+func addServerTiming(sum, d time.Duration) time.Duration {
+	return min(sum+d, maxServerTiming)
+}
+
 // ParseServerTiming parses Server-Timing header values, each a
 // comma-separated list of `name *(;param[=value])`. The header comes from
 // the server under test, so the parser takes any bytes: a malformed metric is
@@ -201,9 +213,9 @@ func parseDurMS(s string) (time.Duration, bool) {
 
 // serverTimingDurations sums each metric's dur by name for one response,
 // for at most maxTimingNames names (see timingKey): the rest are summed
-// under timingOther. It keeps no metric it does not add, and clones the
-// names it keeps, so a sample holds neither a metric per entry nor the
-// header itself.
+// under timingOther. Each sum saturates at maxServerTiming. It keeps no
+// metric it does not add, and clones the names it keeps, so a sample holds
+// neither a metric per entry nor the header itself.
 func serverTimingDurations(values []string) map[string]time.Duration {
 	var durs map[string]time.Duration
 	for m := range serverTimingMetrics(values, false) {
@@ -217,7 +229,7 @@ func serverTimingDurations(values []string) map[string]time.Duration {
 		if _, ok := durs[name]; !ok {
 			name = strings.Clone(name)
 		}
-		durs[name] += m.Dur
+		durs[name] = addServerTiming(durs[name], m.Dur)
 	}
 	return durs
 }

@@ -77,6 +77,7 @@ func FuzzParseServerTiming(f *testing.F) {
 		`a;dur=-1, b;dur=NaN, c;dur=1e20, d;dur=.5e1`,
 		`a;desc="unterminated, b;dur=2`,
 		`x;dur=999999999.999999`,
+		`x;dur=999999999, x;dur=999999999, x;dur=1`,
 	} {
 		f.Add(seed)
 	}
@@ -86,8 +87,13 @@ func FuzzParseServerTiming(f *testing.F) {
 			if m.Name == "" || strings.IndexFunc(m.Name, func(r rune) bool { return r > 0x7f || !isTokenChar(byte(r)) }) >= 0 {
 				t.Fatalf("metric name %q is not a token", m.Name)
 			}
-			if m.Dur < 0 || m.Dur > time.Duration(maxServerTimingMS*float64(time.Millisecond)) || (!m.HasDur && m.Dur != 0) {
+			if m.Dur < 0 || m.Dur > maxServerTiming || (!m.HasDur && m.Dur != 0) {
 				t.Fatalf("metric %+v: dur out of range", m)
+			}
+		}
+		for name, d := range serverTimingDurations([]string{header}) {
+			if d < 0 || d > maxServerTiming {
+				t.Fatalf("%s: durs sum to %v, out of range", name, d)
 			}
 		}
 		formatted := formatServerTiming(metrics)
@@ -177,5 +183,41 @@ func TestServerTimingDurationsBounded(t *testing.T) {
 			t.Errorf("kept name %q points into the header, which the sample then holds", name)
 			break
 		}
+	}
+}
+
+// repeatedServerTiming is a Server-Timing value of n metrics named name, each
+// with the largest dur accepted (just under maxServerTimingMS).
+func repeatedServerTiming(name string, n int) string {
+	return strings.Repeat(name+";dur=999999999, ", n-1) + name + ";dur=999999999"
+}
+
+// A server repeating one name with the largest accepted dur cannot wrap a
+// sample's per-name sum (10,000 of them are 1e19 ns, past int64): the sum
+// saturates at the bound of a single dur, and so does "(other)".
+func TestServerTimingDurationsSaturate(t *testing.T) {
+	const n = 10_000
+	header := []string{repeatedServerTiming("a", n), manyServerTimingNames(maxTimingNames), repeatedServerTiming("late", n)}
+	durs := serverTimingDurations(header)
+	if len(durs) != maxTimingNames+1 {
+		t.Fatalf("%d names kept, want %d and %q", len(durs), maxTimingNames, timingOther)
+	}
+	for _, name := range []string{"a", timingOther} {
+		if d := durs[name]; d != maxServerTiming {
+			t.Errorf("%s: %d dur=999999999 sum to %v (%d ns), want the bound %v", name, n, d, int64(d), maxServerTiming)
+		}
+	}
+}
+
+// A probe run's mean over many samples at the bound cannot wrap either.
+func TestServerTimingMeanOfSaturatedSamples(t *testing.T) {
+	const n = 20_000 // 20,000 x 1e15 ns is past int64
+	a := timingAggregate{}
+	for range n {
+		a.add(map[string]time.Duration{"a": maxServerTiming})
+	}
+	got := a.stats()["a"]
+	if got.Count != n || got.Mean != maxServerTiming || got.P50 != maxServerTiming || got.P99 != maxServerTiming {
+		t.Errorf("%d samples of %v give %+v, want count %d and every figure %v", n, maxServerTiming, got, n, maxServerTiming)
 	}
 }

@@ -46,11 +46,13 @@ func (a timingAggregate) stats() map[string]TimingStats {
 	}
 	out := make(map[string]TimingStats, len(a))
 	for name, durs := range a {
-		var sum time.Duration
+		// In float64, as Histogram sums for its mean: thousands of samples
+		// at maxServerTiming would wrap an int64 sum.
+		var sum float64
 		for _, d := range durs {
-			sum += d
+			sum += float64(d)
 		}
-		out[name] = TimingStats{Count: len(durs), Mean: sum / time.Duration(len(durs)), Stats: percentiles(durs)}
+		out[name] = TimingStats{Count: len(durs), Mean: time.Duration(sum / float64(len(durs))), Stats: percentiles(durs)}
 	}
 	return out
 }
