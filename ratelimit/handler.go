@@ -38,6 +38,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if h.charging {
 		cw = &chargeWriter{h: h, r: r, n: n}
 		hs = cw.holds[:n]
+		// Its give-back comes after next, maybe after a reload cleaned h
+		// up: the Redis client must outlive it.
+		if h.redis != nil && h.redis.hold() {
+			defer h.redis.unhold()
+		}
 	}
 	allowed, err := h.decide(r, keys[:n], out[:n], hs)
 	if err != nil {

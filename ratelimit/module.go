@@ -297,14 +297,15 @@ func compileZone(zc *Zone) (*zone, error) {
 	}, nil
 }
 
-// Cleanup lets go of the shared zones and Redis client.
+// Cleanup lets go of the shared zones and Redis client. Requests still in
+// flight (a reload does not wait for them) settle on what they were charged
+// on: h.redis stays set, and its client stays open until they are done.
 func (h *Handler) Cleanup() error {
 	for _, z := range h.zones {
 		z.release()
 	}
 	if h.redis != nil {
 		h.redis.release()
-		h.redis = nil
 	}
 	return nil
 }

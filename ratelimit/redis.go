@@ -323,11 +323,17 @@ func newRedisClient(opt rueidis.ClientOption) (cl rueidis.Client, err error) {
 			cl, err = nil, fmt.Errorf("throttle: redis client for %v panicked while connecting: %v", opt.InitAddress, r)
 		}
 	}()
-	return rueidisNewClient(opt)
+	return (*rueidisNewClient.Load())(opt)
 }
 
-// rueidisNewClient is a variable so that a test can make it panic.
-var rueidisNewClient = rueidis.NewClient
+// rueidisNewClient is a variable so that a test can make it panic; atomic,
+// as an earlier test's connect may still run in the background.
+var rueidisNewClient atomic.Pointer[func(rueidis.ClientOption) (rueidis.Client, error)]
+
+func init() {
+	f := rueidis.NewClient
+	rueidisNewClient.Store(&f)
+}
 
 // admit says whether to ask Redis now: always while the breaker is closed;
 // once open, nothing until the cooldown ends, then a single probe.
@@ -411,6 +417,13 @@ type redisBackend struct {
 	intervals []int64
 	// refundable marks charge_on zones, whose charge may be given back.
 	refundable []bool
+	// holders counts who still needs conn: the handler until Cleanup, and
+	// each charge_on request charged through it until it settles. A reload
+	// cleans the handler up while requests are in flight; their give-backs
+	// must still reach the store they were charged on, so the shared client
+	// is let go of only when the last holder is done.
+	holders  atomic.Int64
+	released atomic.Bool // the handler's hold, given up once
 }
 
 // resolved is s with Caddy's global placeholders ({env.*}, {file.*}, ...)
@@ -474,7 +487,7 @@ func newRedisBackend(s *RedisStore, logger *zap.Logger) (*redisBackend, error) {
 		return nil, err
 	}
 	v.(*redisConn).warm()
-	return &redisBackend{
+	b := &redisBackend{
 		logger:  logger,
 		address: s.Address,
 		poolKey: key,
@@ -482,10 +495,42 @@ func newRedisBackend(s *RedisStore, logger *zap.Logger) (*redisBackend, error) {
 		prefix:  s.KeyPrefix,
 		timeout: time.Duration(s.Timeout),
 		store:   fmt.Sprintf("redis %s db %d key_prefix %q", s.Address, s.DB, s.KeyPrefix),
-	}, nil
+	}
+	b.holders.Store(1) // the handler's
+	return b, nil
 }
 
-func (b *redisBackend) release() { _, _ = redisConns.Delete(b.poolKey) }
+// release gives up the handler's hold on the shared client (Cleanup);
+// calling it again does nothing.
+func (b *redisBackend) release() {
+	if b.released.CompareAndSwap(false, true) {
+		b.unhold()
+	}
+}
+
+// hold keeps the shared client for a request that settles later; it
+// reports false once every holder is gone (the client may be closed: that
+// request's store calls fail as store errors). A true hold is ended by
+// unhold.
+func (b *redisBackend) hold() bool {
+	for {
+		n := b.holders.Load()
+		if n == 0 {
+			return false
+		}
+		if b.holders.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// unhold ends a hold; the last one lets go of the shared client (closed
+// once no other handler uses it).
+func (b *redisBackend) unhold() {
+	if b.holders.Add(-1) == 0 {
+		_, _ = redisConns.Delete(b.poolKey)
+	}
+}
 
 // prepare builds what decide sends for zones, in their final order.
 func (b *redisBackend) prepare(zones []*zone) {

@@ -14,9 +14,9 @@ import (
 // net/http cannot recover it: it must become the decision's error (on_error
 // applies) and leave the process running.
 func TestRedisConnectPanicIsAnError(t *testing.T) {
-	orig := rueidisNewClient
-	rueidisNewClient = func(rueidis.ClientOption) (rueidis.Client, error) { panic("injected connect panic") }
-	t.Cleanup(func() { rueidisNewClient = orig })
+	panicking := func(rueidis.ClientOption) (rueidis.Client, error) { panic("injected connect panic") }
+	orig := rueidisNewClient.Swap(&panicking)
+	t.Cleanup(func() { rueidisNewClient.Store(orig) })
 
 	h := provision(t, &Handler{
 		Zones: []*Zone{{Name: "r-connect-panic", Rate: "1/1h"}},
