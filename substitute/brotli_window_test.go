@@ -70,7 +70,10 @@ func TestBrotliWindowIsBounded(t *testing.T) {
 		runtime.ReadMemStats(&m1)
 		allocated := m1.TotalAlloc - m0.TotalAlloc
 		t.Logf("lgwin %d: %.1f MiB allocated decoding %d MiB", lgwin, float64(allocated)/(1<<20), brotliWindowBody>>20)
-		if limit := uint64(1)<<lgwin + 6<<20; allocated > limit {
+		// Under -race sync.Pool drops what is put back, so buffers are
+		// allocated afresh: the bound is checked without it (CI runs the
+		// tests once more without -race).
+		if limit := uint64(1)<<lgwin + 6<<20; allocated > limit && !raceEnabled {
 			t.Errorf("lgwin %d: decoding allocated %.1f MiB, want at most %.1f (the window and buffers)", lgwin, float64(allocated)/(1<<20), float64(limit)/(1<<20))
 		}
 	}

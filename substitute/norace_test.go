@@ -1,0 +1,5 @@
+//go:build !race
+
+package substitute
+
+const raceEnabled = false
