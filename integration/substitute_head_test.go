@@ -50,26 +50,9 @@ func TestSubstituteHeadMirrorsGet(t *testing.T) {
 		// ServeContent answers HEAD as GET without the body, Range with 206.
 		http.ServeContent(w, r, "", modTime, bytes.NewReader(body))
 	}))
-	c := StartCaddy(t, fmt.Sprintf(`
-http://{$HOST}:{$HTTP_PORT} {
-	substitute {
-		replace origin.example edge.example
-	}
-	reverse_proxy %[1]s
-}
-https://localhost:{$HTTPS_PORT} {
-	tls internal
-	substitute {
-		replace origin.example edge.example
-	}
-	reverse_proxy %[1]s
-}`, origin))
-	c.WaitHTTPS(t)
+	c, protos := startSubstituteH1H2(t, origin)
 	client := c.Client()
-	for _, proto := range []struct {
-		name string
-		url  func(string) string
-	}{{"HTTP/1.1", c.URL}, {"HTTP/2", c.HTTPSURL}} {
+	for _, proto := range protos {
 		for _, tc := range []struct {
 			path string
 			rng  bool
@@ -115,4 +98,32 @@ https://localhost:{$HTTPS_PORT} {
 			})
 		}
 	}
+}
+
+// substituteProto is one way to reach a Caddy: its name and its URL maker.
+type substituteProto struct {
+	name string
+	url  func(string) string
+}
+
+// startSubstituteH1H2 starts a Caddy that substitutes origin.example with
+// edge.example in front of origin, over HTTP/1.1 (plain) and HTTP/2 (TLS).
+func startSubstituteH1H2(t *testing.T, origin string) (*Caddy, []substituteProto) {
+	t.Helper()
+	c := StartCaddy(t, fmt.Sprintf(`
+http://{$HOST}:{$HTTP_PORT} {
+	substitute {
+		replace origin.example edge.example
+	}
+	reverse_proxy %[1]s
+}
+https://localhost:{$HTTPS_PORT} {
+	tls internal
+	substitute {
+		replace origin.example edge.example
+	}
+	reverse_proxy %[1]s
+}`, origin))
+	c.WaitHTTPS(t)
+	return c, []substituteProto{{"HTTP/1.1", c.URL}, {"HTTP/2", c.HTTPSURL}}
 }

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
@@ -38,26 +37,9 @@ func TestSubstituteNoTransformPassesUntouched(t *testing.T) {
 		h.Set("Content-Length", strconv.Itoa(len(body)))
 		_, _ = w.Write(body)
 	}))
-	c := StartCaddy(t, fmt.Sprintf(`
-http://{$HOST}:{$HTTP_PORT} {
-	substitute {
-		replace origin.example edge.example
-	}
-	reverse_proxy %[1]s
-}
-https://localhost:{$HTTPS_PORT} {
-	tls internal
-	substitute {
-		replace origin.example edge.example
-	}
-	reverse_proxy %[1]s
-}`, origin))
-	c.WaitHTTPS(t)
+	c, protos := startSubstituteH1H2(t, origin)
 	client := c.Client()
-	for _, proto := range []struct {
-		name string
-		url  func(string) string
-	}{{"HTTP/1.1", c.URL}, {"HTTP/2", c.HTTPSURL}} {
+	for _, proto := range protos {
 		for _, tc := range []struct {
 			path, enc string
 			body      []byte
