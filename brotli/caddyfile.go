@@ -4,6 +4,8 @@ import (
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/caddy-edgekit/edgekit/internal/suggest"
 )
 
 // UnmarshalCaddyfile sets up the encoder from Caddyfile tokens, inside an
@@ -55,7 +57,7 @@ func (b *Brotli) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			b.Window = window
 		default:
-			return d.Errf("br: unknown subdirective %q (want quality or window)", d.Val())
+			return suggest.Unknown(d, d.Val(), "br", "", "quality", "window")
 		}
 		if d.NextArg() {
 			return d.ArgErr()

@@ -11,6 +11,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
+
+	"github.com/caddy-edgekit/edgekit/internal/suggest"
 )
 
 // The directive registers itself with its package, so building Caddy with
@@ -70,7 +72,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		opt := d.Val()
 		args := d.RemainingArgs()
 		if !slices.Contains(subdirectives, opt) {
-			return d.Errf("dictionary: unknown subdirective %q (want %s)", opt, strings.Join(subdirectives, ", "))
+			return suggest.Unknown(d, opt, "dictionary", "", subdirectives...)
 		}
 		if opt != "match_dest" && opt != "encodings" && len(args) != 1 {
 			return d.Errf("dictionary: %s: want one value, got %d", opt, len(args))

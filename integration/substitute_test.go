@@ -470,7 +470,7 @@ func TestSubstituteRefusals(t *testing.T) {
 		{"bad regex", "replace a b\n\t\tregex \"id-(\" x", `rule 2: regex "id-(": error parsing regexp`},
 		{"empty match", "regex \"x*\" y", `rule 1: regex "x*": matches the empty string`},
 		{"unknown rule option", "replace a b twice", `rule 1: replace "a": unknown option "twice"`},
-		{"unknown option", "replace a b\n\t\tcolour blue", `unrecognized substitute option "colour"`},
+		{"unknown option", "replace a b\n\t\tcolour blue", `substitute: unknown subdirective "colour"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "Caddyfile")

@@ -1,12 +1,15 @@
 package ratelimit
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-edgekit/edgekit/internal/suggest"
 )
 
 // The directive registers itself with its package, so building Caddy with this
@@ -152,7 +155,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("headers %q: must be on or off", s)
 			}
 		default:
-			return d.Errf("unknown throttle option %q", d.Val())
+			return suggest.Unknown(d, d.Val(), "throttle", "", "zone", "store", "mode", "status", "headers")
 		}
 	}
 	return nil
@@ -194,7 +197,7 @@ func (z *Zone) unmarshal(d *caddyfile.Dispenser) error {
 			}
 			err = checkIPv6Prefix(z.Name, z.IPv6Prefix)
 		default:
-			return d.Errf("throttle: zone %q: unknown option %q", z.Name, opt)
+			return suggest.Unknown(d, opt, "throttle", fmt.Sprintf("zone %q", z.Name), "key", "rate", "burst", "ipv4_prefix", "ipv6_prefix", "charge_on")
 		}
 		if err != nil {
 			return d.Err(err.Error())
@@ -295,7 +298,7 @@ func (r *RedisStore) unmarshal(d *caddyfile.Dispenser) error {
 			}
 			r.OnError = action
 		default:
-			return d.Errf("throttle: store redis: unknown option %q", opt)
+			return suggest.Unknown(d, opt, "throttle", "store redis", "address", "username", "password", "db", "key_prefix", "timeout", "on_error", "tls")
 		}
 	}
 	return nil

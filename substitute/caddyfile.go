@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
 
+	"github.com/caddy-edgekit/edgekit/internal/suggest"
 	"github.com/caddy-edgekit/edgekit/substitute/internal/engine"
 )
 
@@ -124,7 +125,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 		default:
-			return d.Errf("unrecognized substitute option %q", opt)
+			return suggest.Unknown(d, opt, "substitute", "", "replace", "regex", "types", "status", "priority", "max_match", "memo")
 		}
 	}
 	if err := checkRuleCount(len(h.Rules)); err != nil {
