@@ -113,6 +113,9 @@ func parsePeer(remoteAddr string) (netip.Addr, string, bool) {
 // of a header or of RemoteAddr) when it already is canonical, so the common
 // case costs no allocation.
 func addrString(addr netip.Addr, text string) string {
+	if !addr.IsValid() { // a Unix-socket peer ("@"), or no address at all ("")
+		return text
+	}
 	var buf [64]byte
 	if b := addr.AppendTo(buf[:0]); string(b) == text {
 		return text

@@ -110,8 +110,8 @@ func (h *Handler) validateAssertions() error {
 	if err := checkReplayCacheSize(v.ReplayCacheSize); err != nil {
 		return err
 	}
-	if *h.Hops != 1 || h.Header != "" || h.Forwarded {
-		return errors.New("client_ip: verify takes the client from the signed assertion: remove hops, header and forwarded, which read an unsigned chain")
+	if h.Recursive || *h.Hops != 1 || len(h.headerList()) > 0 || h.Forwarded {
+		return errors.New("client_ip: verify takes the client from the signed assertion: remove hops, recursive, header and forwarded, which read an unsigned chain")
 	}
 	return nil
 }

@@ -10,7 +10,12 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-edgekit/edgekit/internal/suggest"
 )
+
+// subdirectives are the options of the directive's block.
+var subdirectives = []string{"trusted_proxies", "trusted_proxies_unix", "hops", "recursive", "header", "forwarded", "secret", "untrusted", "strip", "sign", "verify"}
 
 // The directive registers itself with its package, so building Caddy with this
 // package alone gives it; its default order (first in the chain after tracing,
@@ -36,8 +41,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	client_ip [<matcher>] {
 //	    trusted_proxies <cidr|ip|private_ranges> ...
 //	    trusted_proxies <source module> [<args>...] [{ ... }]
-//	    hops <n>
-//	    header <name>
+//	    trusted_proxies_unix
+//	    hops <n> | recursive
+//	    header <name> ...
 //	    forwarded
 //	    secret <header> <value>
 //	    untrusted allow|observe|reject [<status>]
@@ -92,7 +98,23 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 				h.TrustedProxies = append(h.TrustedProxies, arg)
 			}
+		case "trusted_proxies_unix":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.TrustedProxiesUnix = true
+		case "recursive":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			if h.Hops != nil {
+				return d.Err("client_ip: hops and recursive are exclusive: give hops <n> for a fixed number of proxy layers, or recursive to skip every address in trusted_proxies")
+			}
+			h.Recursive = true
 		case "hops":
+			if h.Recursive {
+				return d.Err("client_ip: hops and recursive are exclusive: give hops <n> for a fixed number of proxy layers, or recursive to skip every address in trusted_proxies")
+			}
 			var arg string
 			if !d.AllArgs(&arg) {
 				return d.ArgErr()
@@ -106,11 +128,22 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.Hops = &n
 		case "header":
-			if !d.AllArgs(&h.Header) {
+			names := d.RemainingArgs()
+			if len(names) == 0 {
 				return d.ArgErr()
 			}
-			if err := validHeaderName("header", h.Header); err != nil {
-				return d.Err(err.Error())
+			if h.Header != "" || h.Headers != nil {
+				return d.Err("client_ip: header given twice: list the headers on one line, in the order they are read")
+			}
+			for _, name := range names {
+				if err := validHeaderName("header", name); err != nil {
+					return d.Err(err.Error())
+				}
+			}
+			if len(names) == 1 {
+				h.Header = names[0]
+			} else {
+				h.Headers = names
 			}
 		case "forwarded":
 			if d.NextArg() {
@@ -177,7 +210,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 		default:
-			return d.Errf("unrecognized client_ip option %q", option)
+			return suggest.Unknown(d, d.Val(), "client_ip", "", subdirectives...)
 		}
 	}
 	return nil
@@ -225,7 +258,7 @@ func unmarshalSign(d *caddyfile.Dispenser, s *Sign) error {
 				return err
 			}
 		default:
-			return d.Errf("unrecognized client_ip sign option %q", d.Val())
+			return suggest.Unknown(d, d.Val(), "client_ip", "sign", "key", "header")
 		}
 	}
 	return nil
@@ -278,7 +311,7 @@ func unmarshalVerify(d *caddyfile.Dispenser, v *Verify) error {
 			}
 			v.ReplayCacheSize = n
 		default:
-			return d.Errf("unrecognized client_ip verify option %q", d.Val())
+			return suggest.Unknown(d, d.Val(), "client_ip", "verify", "key", "max_age", "header", "replay_cache_size")
 		}
 	}
 	return nil

@@ -38,6 +38,9 @@ type member struct {
 type members struct {
 	m [maxHops]member
 	n int
+	// recursive walks: the last member collected is the first outside
+	// the trusted ranges, the client.
+	client bool
 }
 
 // chainScan walks header lines from the right, keeping the caps. Bytes
@@ -62,18 +65,26 @@ func (s *chainScan) field() bool {
 // leave charges a line passed in full.
 func (s *chainScan) leave(line string) { s.budget -= len(line) }
 
-// spanCheck stops a walk at the first member of the trusted span (the
-// `span` rightmost members) that is not trusted: the request did not
-// come through the edge, and nothing further left may be read.
+// spanCheck ends a walk. With hops, at the first member of the trusted
+// span (the `span` rightmost members) that is not trusted: the request
+// did not come through the edge, and nothing further left may be read.
+// Recursive, at the first member that is not trusted, wherever it is: it
+// is the client.
 type spanCheck struct {
-	span  int
-	trust trustSet
+	span      int
+	trust     trustSet
+	recursive bool
 }
 
-// untrusted reports whether the member just collected is in the span and
-// not trusted.
-func (c spanCheck) untrusted(out *members) bool {
-	return out.n <= c.span && c.trust.check && !c.trust.contains(out.m[out.n-1].addr)
+// judge says of the (valid) member just collected whether the walk fails
+// there (a span member not trusted) or has found the client (recursive).
+// Trust is looked up only where it decides something.
+func (c spanCheck) judge(out *members) (fail, client bool) {
+	if c.recursive {
+		out.client = !c.trust.contains(out.m[out.n-1].addr)
+		return false, out.client
+	}
+	return out.n <= c.span && c.trust.check && !c.trust.contains(out.m[out.n-1].addr), false
 }
 
 func inPrefixes(prefixes []netip.Prefix, addr netip.Addr) bool {
@@ -96,7 +107,7 @@ func inPrefixes(prefixes []netip.Prefix, addr netip.Addr) bool {
 // that the entry ends there), so what a caller wrote there costs nothing
 // and changes nothing.
 func lastXFF(lines []string, want int, stop spanCheck, out *members) (chainTooLong bool) {
-	out.n = 0
+	out.n, out.client = 0, false
 	scan := newChainScan()
 	for li := len(lines) - 1; li >= 0 && out.n < want; li-- {
 		line := lines[li]
@@ -132,14 +143,18 @@ func lastXFF(lines []string, want int, stop spanCheck, out *members) (chainTooLo
 				out.n++
 				// A member that ends the walk is judged before anything
 				// left of it is looked at.
-				if !ok || stop.untrusted(out) {
+				if !ok {
 					return false
 				}
-				// The whitespace before the last entry wanted is the
-				// separator's: not counted, so the outcome is the same
-				// whether the edge appended to the caller's line or added
-				// its own.
-				last := out.n == want
+				fail, client := stop.judge(out)
+				if fail {
+					return false
+				}
+				// The whitespace before the last entry wanted (the client)
+				// is the separator's: not counted, so the outcome is the
+				// same whether the edge appended to the caller's line or
+				// added its own.
+				last := client || out.n == want
 				for start > 0 && isOWS(line[start-1]) {
 					if !last && start-1 < floor {
 						return true
@@ -177,7 +192,7 @@ func isOWS(c byte) bool { return c == ' ' || c == '\t' }
 // the right end and stop at the client's element. An element split by
 // such a comma is malformed, hence invalid.
 func lastForwarded(lines []string, want int, stop spanCheck, out *members) (chainTooLong bool) {
-	out.n = 0
+	out.n, out.client = 0, false
 	scan := newChainScan()
 	for li := len(lines) - 1; li >= 0 && out.n < want; li-- {
 		line := lines[li]
@@ -208,7 +223,10 @@ func lastForwarded(lines []string, want int, stop spanCheck, out *members) (chai
 				elem.line, elem.offset = li, first
 				out.m[out.n] = elem
 				out.n++
-				if !elem.valid || out.n == want || stop.untrusted(out) {
+				if !elem.valid {
+					return false
+				}
+				if fail, client := stop.judge(out); fail || client || out.n == want {
 					return false
 				}
 			}

@@ -28,8 +28,15 @@ type handlersByHops struct {
 
 func (hs *handlersByHops) get(t *testing.T, hops uint8) (*Handler, int) {
 	n := int(hops%maxHops) + 1
+	if !strings.Contains(hs.format, "%d") { // recursive: no hops
+		n = 0
+	}
 	if hs.cache[n] == nil {
-		hs.cache[n] = provision(t, fmt.Sprintf(hs.format, n))
+		config := hs.format
+		if n > 0 {
+			config = fmt.Sprintf(hs.format, n)
+		}
+		hs.cache[n] = provision(t, config)
 	}
 	return hs.cache[n], n
 }
@@ -56,12 +63,21 @@ func FuzzForwardedFor(f *testing.F) {
 		{"203.0.113.7,10.1.1.1", "10.2.2.2, [::ffff:10.3.3.3]:9", 4},
 		{strings.Repeat("1.1.1.1,", 70), "", 1},
 		{"fe80::1%eth0", "\t10.1.1.1 ", 2},
+		{"10.9.9.9, 203.0.113.7", "10.1.1.1, ::ffff:10.2.2.2", 128}, // recursive from here on
+		{"203.0.113.7, junk", "10.1.1.1", 130},
+		{"10.1.1.1, ,10.2.2.2", "", 129},
+		{"x 203.0.113.7", "10.1.1.1", 131},
+		{strings.Repeat("10.1.1.1,", 16), "10.1.1.1", 140},
 	} {
 		f.Add(seed.line1, seed.line2, seed.hops)
 	}
 	handlers := handlersByHops{`{"trusted_proxies":["10.0.0.0/8"],"hops":%d}`, map[int]*Handler{}}
+	recursive := handlersByHops{`{"trusted_proxies":["10.0.0.0/8"],"recursive":true}`, map[int]*Handler{}}
 	f.Fuzz(func(t *testing.T, line1, line2 string, hops uint8) {
 		h, n := handlers.get(t, hops)
+		if hops >= 128 {
+			h, _ = recursive.get(t, 0)
+		}
 		header := http.Header{"X-Forwarded-For": {line1, line2}}
 		res := h.resolver.resolve(fuzzEdgePeer, header)
 
@@ -71,8 +87,39 @@ func FuzzForwardedFor(f *testing.F) {
 		if len(line1)+len(line2) > maxChainBytes {
 			return
 		}
+		fields := strings.Split(line1+","+line2, ",")
+		if hops >= 128 {
+			// Recursive: from the right, skip trusted addresses; the
+			// first address outside is the client, anything unreadable
+			// before it or more than maxHops-1 trusted ones the peer.
+			want, wantVia := netip.MustParseAddr("10.0.0.1"), false
+			members := 0
+			for i, parsed := len(fields)-1, 1; i >= 0 && parsed <= maxChainFields; i, parsed = i-1, parsed+1 {
+				field := strings.Trim(fields[i], " \t")
+				if field == "" {
+					continue
+				}
+				members++
+				addr, _, valid := parseNode(field)
+				if !valid {
+					break
+				}
+				if !netip.MustParsePrefix("10.0.0.0/8").Contains(addr) {
+					want, wantVia = addr, true
+					break
+				}
+				if members == maxHops {
+					break
+				}
+			}
+			if res.client != want || res.viaEdge() != wantVia {
+				t.Fatalf("XFF %q %q recursive: got %s via_edge %v (%q), reference %s %v", line1, line2, res.client, res.viaEdge(), res.reason, want, wantVia)
+			}
+			checkBypass(t, h, http.Header{"X-Forwarded-For": {line1, line2}})
+			return
+		}
 		var chain []string
-		fields, parsed := strings.Split(line1+","+line2, ","), 0
+		parsed := 0
 		for i := len(fields) - 1; i >= 0 && len(chain) < n; i-- {
 			parsed++
 			if field := strings.Trim(fields[i], " \t"); field != "" {
@@ -96,7 +143,7 @@ func FuzzForwardedFor(f *testing.F) {
 		if res.viaEdge() {
 			// The trimmed header starts with the client entry.
 			lines := header["X-Forwarded-For"]
-			rewriteChain(header, &res, res.client.String(), h.resolver.header)
+			rewriteChain(header, &res, res.client.String())
 			first := strings.TrimLeft(strings.Join(header["X-Forwarded-For"], ","), " \t")
 			if addr, _, ok := parseNode(strings.Trim(strings.SplitN(first, ",", 2)[0], " \t")); !ok || addr != res.client {
 				t.Fatalf("XFF %q trimmed to %q, which does not start with the client %s", lines, header["X-Forwarded-For"], res.client)
@@ -146,7 +193,7 @@ func FuzzForwardedHeader(f *testing.F) {
 			}
 			// The trimmed Forwarded starts with the client's element.
 			header := http.Header{"Forwarded": {line1, line2}}
-			rewriteChain(header, &res, res.client.String(), "")
+			rewriteChain(header, &res, res.client.String())
 			trimmed := header["Forwarded"]
 			if len(trimmed) == 0 {
 				t.Fatalf("Forwarded %q %q trimmed away", line1, line2)
@@ -222,12 +269,20 @@ func FuzzCallerPrefix(f *testing.F) {
 		{strings.Repeat("x", 8<<10), "6.6.6.6", 0, 2},          // 8 KiB of junk
 		{strings.Repeat("1.1.1.1\n", 80), "6.6.6.6", 0, 0},     // many header lines
 		{strings.Repeat(" ", 9000), "6.6.6.6\n10.1.1.1", 1, 2}, // spaces, two hops over two lines
-		{`for="oops;`, "for=6.6.6.6", 0, 3},                    // Forwarded: an unterminated quote
+		{`for="oops;`, "for=6.6.6.6", 0, 1},                    // Forwarded: an unterminated quote
 		{strings.Repeat("for=1.1.1.1,", 70), `for="[2001:db8::1]:80";proto=https`, 0, 1},
-		{"x", " 6.6.6.6", 0, 4}, // header mode, span from X-Forwarded-For
+		{"x", " 6.6.6.6", 0, 2}, // header mode
 		{"junk", "unknown", 0, 0},
 		{"", "6.6.6.6" + strings.Repeat(",", 63), 0, 0},
 		{"", "6.6.6.6" + strings.Repeat(" ", 8185), 0, 0},
+		// recursive (mode 16 + 0: X-Forwarded-For, 16 + 1: Forwarded)
+		{"10.9.9.9, 10.8.8.8", "6.6.6.6\n10.1.1.1", 0, 48},            // trusted-looking prefix, own lines
+		{strings.Repeat("10.1.1.1,", 70), "6.6.6.6, 10.2.2.2", 0, 24}, // on the edge's line, ","
+		{"junk", "10.1.1.1", 0, 16},                                   // no client in the edge's part
+		{"x", " 6.6.6.6 ,\t10.1.1.1", 0, 16},                          // the separator's whitespace
+		{"", "6.6.6.6" + strings.Repeat(",10.1.1.1", 15), 0, 16},      // 15 trusted hops
+		{`for="oops`, "for=6.6.6.6, for=10.1.1.1", 0, 49},
+		{strings.Repeat("for=10.1.1.1,", 20), `for="[2001:db8::1]:80"`, 0, 17},
 	} {
 		f.Add(seed.prefix, seed.edge, seed.hops, seed.mode)
 	}
@@ -235,18 +290,24 @@ func FuzzCallerPrefix(f *testing.F) {
 		`{"trusted_proxies":["10.0.0.0/8"],"hops":%d}`,
 		`{"trusted_proxies":["10.0.0.0/8"],"forwarded":true,"hops":%d}`,
 		`{"trusted_proxies":["10.0.0.0/8"],"header":"X-Client","hops":%d}`,
+		// recursive, for X-Forwarded-For and Forwarded (mode/16 odd)
+		`{"trusted_proxies":["10.0.0.0/8"],"recursive":true}`,
+		`{"trusted_proxies":["10.0.0.0/8"],"forwarded":true,"recursive":true}`,
 	}
 	handlers := make([]handlersByHops, len(configs))
 	for i, format := range configs {
 		handlers[i] = handlersByHops{format, map[int]*Handler{}}
 	}
 	f.Fuzz(func(t *testing.T, prefix, edge string, hops, mode uint8) {
-		kind := int(mode) % len(configs)
-		h, n := handlers[kind].get(t, hops%4) // deep chains add little but time
+		kind := int(mode) % 3
 		name := "X-Forwarded-For"
 		if kind == 1 {
 			name = "Forwarded"
 		}
+		if mode/16%2 == 1 && kind != 2 { // header mode takes no recursive
+			kind += 3
+		}
+		h, n := handlers[kind].get(t, hops%4) // deep chains add little but time
 		sep := ", "
 		if mode/8%2 == 1 {
 			sep = ","
@@ -264,8 +325,8 @@ func FuzzCallerPrefix(f *testing.F) {
 				n, name, edge, want.client, want.source, want.reason, prefix, got.client, got.source, got.reason)
 		}
 		if want.viaEdge() {
-			rewriteChain(alone, &want, want.client.String(), h.resolver.header)
-			rewriteChain(padded, &got, got.client.String(), h.resolver.header)
+			rewriteChain(alone, &want, want.client.String())
+			rewriteChain(padded, &got, got.client.String())
 			for _, name := range []string{"X-Forwarded-For", "Forwarded", "X-Client"} {
 				if !slices.Equal(alone[name], padded[name]) {
 					t.Fatalf("%s upstream: %q alone, %q with the caller's prefix %q", name, alone[name], padded[name], prefix)

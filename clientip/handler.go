@@ -32,10 +32,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// are the ones written here from the resolved client (see rewriteChain).
 	if viaEdge {
 		client = addrString(res.client, res.clientText)
-		rewriteChain(r.Header, &res, client, h.resolver.header)
+		// Of the configured headers, only the one read goes on, rewritten.
+		var read []string
+		if res.source == sourceHeader {
+			read = r.Header[res.header]
+		}
 		for _, name := range h.stripTrusted {
 			delete(r.Header, name)
 		}
+		if read != nil {
+			r.Header[res.header] = read
+		}
+		rewriteChain(r.Header, &res, client)
 	} else {
 		for _, name := range h.strip {
 			delete(r.Header, name)
@@ -47,9 +55,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if viaEdge {
 		clientValue = client
 	}
-	if res.peer.IsValid() {
-		caddyhttp.SetVar(r.Context(), caddyhttp.ClientIPVarKey, clientValue)
-	}
+	// Always set: for a peer that is no address (a Unix socket), what
+	// Caddy's own trusted_proxies_unix read from the caller's headers
+	// must not stand.
+	caddyhttp.SetVar(r.Context(), caddyhttp.ClientIPVarKey, clientValue)
 	caddyhttp.SetVar(r.Context(), caddyhttp.TrustedProxyVarKey, viaEdge)
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		repl.Set("http.client_ip.peer", peerValue)
@@ -83,7 +92,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if s := h.signer; s != nil {
 		// Whatever the caller sent under this name is replaced: only this
 		// PoP's own assertion goes further in.
-		if res.peer.IsValid() {
+		if res.client.IsValid() {
 			r.Header[s.header] = []string{s.sign(client, r)}
 		} else {
 			delete(r.Header, s.header)

@@ -69,12 +69,29 @@ type Handler struct {
 	// are checked like trusted_proxies.
 	TrustedProxiesSourceRaw json.RawMessage `json:"trusted_proxies_source,omitempty" caddy:"namespace=http.ip_sources inline_key=source"`
 
-	// Number of trusted proxy layers in front of Caddy, 1..16. Default 1.
+	// Number of trusted proxy layers in front of Caddy, 1..16. Default 1
+	// (unless recursive).
 	Hops *int `json:"hops,omitempty"`
+
+	// Instead of a fixed number of hops: read the chain from the right,
+	// skipping every address in trusted_proxies (or its source); the
+	// first address outside is the client (as nginx's real_ip_recursive,
+	// Caddy's trusted_proxies_strict). Up to 16 trusted proxies, the peer
+	// included; an invalid entry before the client, a chain with no
+	// address outside the ranges or with more trusted proxies than that
+	// is not believed. Excludes hops and header; needs trusted_proxies.
+	Recursive bool `json:"recursive,omitempty"`
 
 	// A single-value header the edge writes with the true caller (e.g.
 	// CF-Connecting-IP). Default: the X-Forwarded-For list.
 	Header string `json:"header,omitempty"`
+
+	// An ordered list of such headers, instead of header: the first one
+	// present is read, and a later one only when every earlier one is
+	// absent (never when one is present but invalid: that is the peer).
+	// The last may be X-Forwarded-For: with none of the others present,
+	// the chain is read as without header.
+	Headers []string `json:"headers,omitempty"`
 
 	// Read the RFC 7239 Forwarded field instead of X-Forwarded-For.
 	Forwarded bool `json:"forwarded,omitempty"`
@@ -100,6 +117,11 @@ type Handler struct {
 
 	// Status for `untrusted: reject`, 4xx or 5xx. Default 403.
 	RejectStatus int `json:"reject_status,omitempty"`
+
+	// Trust a peer on a Unix socket (a local proxy) as the first trusted
+	// layer, as Caddy's trusted_proxies_unix does. Default off: such a
+	// peer is never the edge.
+	TrustedProxiesUnix bool `json:"trusted_proxies_unix,omitempty"`
 
 	// Client-address headers removed from every request, whether or not
 	// it came through the edge. Default: X-Real-IP, True-Client-IP,
@@ -183,7 +205,7 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 // Provision sets defaults and compiles the configuration.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	if h.Hops == nil {
+	if h.Hops == nil && !h.Recursive {
 		one := 1
 		h.Hops = &one
 	}
@@ -195,12 +217,23 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 
 	rs := &h.resolver
-	rs.hops = *h.Hops
+	if h.Hops != nil {
+		rs.hops = *h.Hops
+	}
+	rs.recursive = h.Recursive
+	rs.unix = h.TrustedProxiesUnix
 	rs.source = sourceXFF
+	rs.headers, rs.xffFallback = nil, false
+	for _, name := range h.headerList() {
+		if name := http.CanonicalHeaderKey(name); name == "X-Forwarded-For" && len(h.Headers) > 1 {
+			rs.xffFallback = true // validated to be last
+		} else {
+			rs.headers = append(rs.headers, name)
+		}
+	}
 	switch {
-	case h.Header != "":
+	case len(rs.headers) > 0:
 		rs.source = sourceHeader
-		rs.header = http.CanonicalHeaderKey(h.Header)
 	case h.Forwarded:
 		rs.source = sourceForwarded
 	}
@@ -254,10 +287,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 }
 
 // compileStrip builds the two lists of headers ServeHTTP removes: strip
-// (not through the edge: the configured header, the whole forwarding chain
-// and the strip list) and stripTrusted (through the edge: the strip list
-// and Forwarded, less what is rewritten from the resolved client instead:
-// X-Forwarded-For, the configured header, Forwarded in Forwarded mode).
+// (not through the edge: the configured headers, the whole forwarding chain
+// and the strip list) and stripTrusted (through the edge: the strip list,
+// Forwarded and the configured headers, less what is rewritten from the
+// resolved client instead: X-Forwarded-For, Forwarded in Forwarded mode;
+// ServeHTTP keeps the one header it read and rewrites it).
 func (h *Handler) compileStrip() {
 	names := h.Strip
 	if len(names) == 0 {
@@ -272,17 +306,17 @@ func (h *Handler) compileStrip() {
 		return list
 	}
 	h.strip, h.stripTrusted = nil, nil
-	if h.resolver.header != "" {
-		h.strip = add(h.strip, h.resolver.header)
-	}
+	h.strip = add(h.strip, h.resolver.headers...)
 	h.strip = add(h.strip, untrustedChain...)
 	h.strip = add(h.strip, names...)
 
-	rewritten := []string{"X-Forwarded-For", h.resolver.header}
+	// The header read (one of the list, per request) is kept by ServeHTTP
+	// and rewritten; the others of the list go.
+	rewritten := []string{"X-Forwarded-For"}
 	if h.resolver.source == sourceForwarded {
 		rewritten = append(rewritten, "Forwarded")
 	}
-	for _, name := range add(add(nil, names...), "Forwarded") {
+	for _, name := range add(add(add(nil, names...), "Forwarded"), h.resolver.headers...) {
 		if !slices.Contains(rewritten, name) {
 			h.stripTrusted = append(h.stripTrusted, name)
 		}
@@ -293,13 +327,21 @@ func (h *Handler) compileStrip() {
 // edge: its addresses (a list or a source), a secret or a signed assertion.
 // Without any, a handler that signs has nothing in front of it (direct).
 func (h *Handler) edgeVerified() bool {
-	return h.TrustedProxies != nil || h.sourceName != "" || h.Secret != nil || h.Verify != nil
+	return h.TrustedProxies != nil || h.sourceName != "" || h.TrustedProxiesUnix || h.Secret != nil || h.Verify != nil
+}
+
+// headerList is header or headers, whichever is set.
+func (h *Handler) headerList() []string {
+	if h.Header != "" {
+		return []string{h.Header}
+	}
+	return h.Headers
 }
 
 // Validate refuses configurations that could not verify the edge or that
 // make no sense.
 func (h *Handler) Validate() error {
-	if err := checkHops(*h.Hops); err != nil {
+	if err := h.validateDepth(); err != nil {
 		return err
 	}
 	if !h.edgeVerified() && h.Sign == nil {
@@ -318,17 +360,8 @@ func (h *Handler) Validate() error {
 		}
 		return fmt.Errorf("client_ip: %s covers every %s address, so any caller could pose as the edge: list only the edge's own ranges", what, family)
 	}
-	if h.Header != "" && h.Forwarded {
-		return errors.New("client_ip: header and forwarded are exclusive: read either a single-value header or the Forwarded field")
-	}
-	if h.Header != "" {
-		if err := validHeaderName("header", h.Header); err != nil {
-			return err
-		}
-		switch h.resolver.header {
-		case "X-Forwarded-For", "Forwarded":
-			return fmt.Errorf("client_ip: header %s is a list, not a single value: omit header for X-Forwarded-For, or use forwarded", h.Header)
-		}
+	if err := h.validateHeaders(); err != nil {
+		return err
 	}
 	if h.Secret != nil {
 		if err := validHeaderName("secret", h.Secret.Header); err != nil {

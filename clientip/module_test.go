@@ -73,14 +73,14 @@ func TestDefaults(t *testing.T) {
 
 	// Not through the edge, the configured header and the chain are always
 	// stripped, and a given list replaces the default one. Through the
-	// edge, the configured header is rewritten instead, and Forwarded is
-	// always stripped.
+	// edge, the configured headers are on the list too (ServeHTTP keeps
+	// the one it read, rewritten), and Forwarded is always stripped.
 	h = provision(t, `{"trusted_proxies":["10.0.0.0/8"],"header":"x-client","strip":["X-Other","x-client"]}`)
 	if got := strings.Join(h.strip, ","); got != "X-Client,X-Forwarded-For,X-Forwarded-Host,X-Forwarded-Proto,Forwarded,X-Other" {
 		t.Errorf("strip %v", h.strip)
 	}
-	if got := strings.Join(h.stripTrusted, ","); got != "X-Other,Forwarded" {
-		t.Errorf("strip through the edge %v, want [X-Other Forwarded]", h.stripTrusted)
+	if got := strings.Join(h.stripTrusted, ","); got != "X-Other,X-Client,Forwarded" {
+		t.Errorf("strip through the edge %v, want [X-Other X-Client Forwarded]", h.stripTrusted)
 	}
 	h = provision(t, `{"trusted_proxies":["10.0.0.0/8"],"forwarded":true}`)
 	if slices.Contains(h.stripTrusted, "Forwarded") {

@@ -1,8 +1,11 @@
 package clientip
 
 import (
+	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -112,6 +115,61 @@ func checkMaxAge(d time.Duration) error {
 func checkReplayCacheSize(n int) error {
 	if n < minReplayCacheSize || n > maxReplayCacheSize {
 		return fmt.Errorf("client_ip: verify replay_cache_size %d: must be %d..%d (how many used assertions are remembered until they expire: give at least the signed requests per second times 1.2 x max_age + 5s)", n, minReplayCacheSize, maxReplayCacheSize)
+	}
+	return nil
+}
+
+// validateDepth checks how far into the chain the edge reaches: hops or
+// recursive, never both, and nothing that could never be believed.
+func (h *Handler) validateDepth() error {
+	ranges := h.TrustedProxies != nil || h.sourceName != ""
+	if h.Recursive {
+		if h.Hops != nil {
+			return errors.New("client_ip: hops and recursive are exclusive: give hops <n> for a fixed number of proxy layers, or recursive to skip every address in trusted_proxies")
+		}
+		if !ranges {
+			return errors.New("client_ip: recursive skips the addresses in trusted_proxies, and none are listed: list the edge's ranges in trusted_proxies (or a source), or use hops")
+		}
+		if len(h.headerList()) > 0 {
+			return errors.New("client_ip: recursive reads the client from the chain, header from a single-value header: remove recursive and give hops (the peer plus the proxies between the edge that writes the header and Caddy)")
+		}
+		return nil
+	}
+	if err := checkHops(*h.Hops); err != nil {
+		return err
+	}
+	if *h.Hops > 1 && h.TrustedProxiesUnix && !ranges {
+		return fmt.Errorf("client_ip: hops %d with trusted_proxies_unix alone: the proxies beyond the socket have addresses: list them in trusted_proxies", *h.Hops)
+	}
+	return nil
+}
+
+// validateHeaders checks header or headers: single-value headers, in
+// order, each once; X-Forwarded-For only last, as the fallback to the list.
+func (h *Handler) validateHeaders() error {
+	if h.Header != "" && len(h.Headers) > 0 {
+		return errors.New("client_ip: header and headers are exclusive: list every header in headers, in order")
+	}
+	list := h.headerList()
+	if len(list) > 0 && h.Forwarded {
+		return errors.New("client_ip: header and forwarded are exclusive: read either a single-value header or the Forwarded field")
+	}
+	for i, name := range list {
+		if err := validHeaderName("header", name); err != nil {
+			return err
+		}
+		canon := http.CanonicalHeaderKey(name)
+		switch {
+		case canon == "Forwarded", canon == "X-Forwarded-For" && len(list) == 1:
+			return fmt.Errorf("client_ip: header %s is a list, not a single value: omit header for X-Forwarded-For, or use forwarded", name)
+		case canon == "X-Forwarded-For" && i != len(list)-1:
+			return fmt.Errorf("client_ip: header %s: X-Forwarded-For must come last, as the fallback when none of the others is present (behind an edge it is always there, so a header after it would never be read)", strings.Join(list, " "))
+		}
+		for _, earlier := range list[:i] {
+			if http.CanonicalHeaderKey(earlier) == canon {
+				return fmt.Errorf("client_ip: header %s: %s is given twice", strings.Join(list, " "), name)
+			}
+		}
 	}
 	return nil
 }

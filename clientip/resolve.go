@@ -1,6 +1,7 @@
 package clientip
 
 import (
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -62,9 +63,15 @@ type resolver struct {
 	ranges caddyhttp.IPRangeSource
 	guard  *rangeGuard
 
-	hops   int
-	source source // sourceXFF, sourceForwarded or sourceHeader
-	header string // canonical name of the single-value header (sourceHeader)
+	hops      int  // 0 when recursive
+	recursive bool // skip every trusted address instead of counting hops
+	source    source
+	// sourceHeader: the single-value headers, canonical, in order; the
+	// first present is read. xffFallback: none present, read
+	// X-Forwarded-For as in list mode.
+	headers     []string
+	xffFallback bool
+	unix        bool // a Unix-socket peer is the first trusted layer
 
 	secretHeader string // canonical name; "" when no secret is configured
 	secret       string // expanded value
@@ -83,6 +90,7 @@ type resolution struct {
 	clientText string
 	source     source // sourcePeer when not through the edge
 	reason     reason // why not, when source is sourcePeer
+	header     string // sourceHeader: the header the client was read from
 
 	// list and Forwarded modes: where the client's entry (element) starts
 	// in X-Forwarded-For (Forwarded)
@@ -113,11 +121,19 @@ func (rs *resolver) resolve(remoteAddr string, header http.Header) resolution {
 
 func (rs *resolver) judge(remoteAddr string, header http.Header, r *http.Request) resolution {
 	peer, peerText, ok := parsePeer(remoteAddr)
+	unixPeer := !ok && onUnixSocket(r)
+	if unixPeer {
+		peerText = unixPeerText
+	}
 	res := resolution{peer: peer, peerText: peerText, client: peer, clientText: peerText}
 	if rs.direct && ok {
 		return res
 	}
-	if !ok {
+	switch {
+	case unixPeer && !rs.unix:
+		res.reason = reasonUntrustedHop // a local process, but not the edge unless trusted_proxies_unix says so
+		return res
+	case !ok && !unixPeer:
 		res.reason = reasonInvalid
 		return res
 	}
@@ -125,7 +141,9 @@ func (rs *resolver) judge(remoteAddr string, header http.Header, r *http.Request
 		res.reason = reasonSecret
 		return res
 	}
-	trust := trustSet{fixed: rs.trusted, check: rs.trusted != nil || rs.ranges != nil}
+	// trusted_proxies_unix is one more member of the trusted set: with it,
+	// the span is checked too.
+	trust := trustSet{fixed: rs.trusted, check: rs.trusted != nil || rs.ranges != nil || rs.unix}
 	if rs.ranges != nil {
 		// Asked only once the peer is read, as the interface asks.
 		trust.dynamic = rs.ranges.GetIPRanges(r)
@@ -135,7 +153,7 @@ func (rs *resolver) judge(remoteAddr string, header http.Header, r *http.Request
 			return res
 		}
 	}
-	if trust.check && !trust.contains(peer) {
+	if !unixPeer && trust.check && !trust.contains(peer) {
 		res.reason = reasonUntrustedHop
 		return res
 	}
@@ -154,17 +172,37 @@ func (rs *resolver) judge(remoteAddr string, header http.Header, r *http.Request
 		return res
 	}
 
+	// Header mode reads the first of its headers present; with none, the
+	// X-Forwarded-For fallback is list mode. A later header is never read
+	// because an earlier one is invalid: the caller would pick.
+	src := rs.source
+	var values []string
+	if src == sourceHeader {
+		for _, name := range rs.headers {
+			if values = header[name]; len(values) > 0 {
+				res.header = name
+				break
+			}
+		}
+		if res.header == "" && rs.xffFallback {
+			src = sourceXFF
+		}
+	}
+	if rs.recursive {
+		return rs.resolveRecursive(res, header, src, trust)
+	}
+
 	// The span is the peer plus hops-1 chain entries from the headers; list
 	// modes also need the entry left of it, the client.
 	want := rs.hops - 1
-	if rs.source != sourceHeader {
+	if src != sourceHeader {
 		want = rs.hops
 	}
 	var chain members
 	if want > 0 {
 		var tooLong bool
 		stop := spanCheck{span: rs.hops - 1, trust: trust}
-		if rs.source == sourceForwarded {
+		if src == sourceForwarded {
 			tooLong = lastForwarded(header["Forwarded"], want, stop, &chain)
 		} else {
 			tooLong = lastXFF(header["X-Forwarded-For"], want, stop, &chain)
@@ -191,8 +229,7 @@ func (rs *resolver) judge(remoteAddr string, header http.Header, r *http.Request
 	}
 
 	var client member
-	if rs.source == sourceHeader {
-		values := header[rs.header]
+	if src == sourceHeader {
 		if len(values) != 1 { // missing, or sent twice: no single answer
 			res.reason = reasonInvalid
 			return res
@@ -210,9 +247,58 @@ func (rs *resolver) judge(remoteAddr string, header http.Header, r *http.Request
 		return res
 	}
 	res.client, res.clientText = client.addr, client.text
-	res.source = rs.source
+	res.source = src
 	res.chainLine, res.chainOffset = client.line, client.offset
 	return res
+}
+
+// resolveRecursive reads the chain from the right, skipping every trusted
+// member, up to maxHops trusted layers with the peer (already checked); the
+// first member outside the ranges is the client. The reasons are those of
+// hops: an invalid member before the client, invalid_address; the chain
+// ends with every member trusted, short_chain; more trusted layers than
+// hops can count, too_long.
+func (rs *resolver) resolveRecursive(res resolution, header http.Header, src source, trust trustSet) resolution {
+	var chain members
+	stop := spanCheck{trust: trust, recursive: true}
+	var tooLong bool
+	if src == sourceForwarded {
+		tooLong = lastForwarded(header["Forwarded"], maxHops, stop, &chain)
+	} else {
+		tooLong = lastXFF(header["X-Forwarded-For"], maxHops, stop, &chain)
+	}
+	switch {
+	case tooLong:
+		res.reason = reasonTooLong
+	case chain.n == 0:
+		res.reason = reasonShortChain
+	case !chain.m[chain.n-1].valid:
+		res.reason = reasonInvalid
+	case !chain.client && chain.n == maxHops:
+		res.reason = reasonTooLong
+	case !chain.client:
+		res.reason = reasonShortChain
+	default:
+		client := &chain.m[chain.n-1]
+		res.client, res.clientText = client.addr, client.text
+		res.source = src
+		res.chainLine, res.chainOffset = client.line, client.offset
+	}
+	return res
+}
+
+// unixPeerText is a Unix-socket peer's text, as Go and Caddy write an
+// unnamed one.
+const unixPeerText = "@"
+
+// onUnixSocket reports whether r came in on a Unix socket, by its
+// listener's network (RemoteAddr is only "@" for an unnamed peer).
+func onUnixSocket(r *http.Request) bool {
+	if r == nil {
+		return false
+	}
+	addr, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ok && addr != nil && strings.HasPrefix(addr.Network(), "unix")
 }
 
 // trustSet is what the members of one request's trusted span are checked
@@ -260,7 +346,7 @@ func (rs *resolver) secretMatches(values []string) bool {
 // reverse_proxy then appends the peer to X-Forwarded-For. The rewrites reuse
 // the request's own slices: only an X-Forwarded-For that was not there is
 // allocated.
-func rewriteChain(header http.Header, res *resolution, client, single string) {
+func rewriteChain(header http.Header, res *resolution, client string) {
 	switch res.source {
 	case sourceXFF:
 		trimLines(header, "X-Forwarded-For", res.chainLine, res.chainOffset)
@@ -268,7 +354,7 @@ func rewriteChain(header http.Header, res *resolution, client, single string) {
 	case sourceForwarded:
 		trimLines(header, "Forwarded", res.chainLine, res.chainOffset)
 	case sourceHeader:
-		header[single][0] = client // exactly one line: judge checked
+		header[res.header][0] = client // exactly one line: judge checked
 	}
 	lines := header["X-Forwarded-For"]
 	if len(lines) == 0 {
