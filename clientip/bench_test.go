@@ -47,6 +47,22 @@ var benchCases = []struct {
 		hdr("X-Forwarded-For", strings.Repeat("x, ", 1<<20/3)+"203.0.113.7, 10.1.1.1, 10.2.2.2")},
 	{"forwarded/1MiB-caller-padding", `{"trusted_proxies":["10.0.0.0/8"],"hops":3,"forwarded":true}`,
 		hdr("Forwarded", strings.Repeat(`for="x, `, 1<<20/8)+"for=203.0.113.7, for=10.1.1.1, for=10.2.2.2")},
+	// recursive: the same 3-hop chain, found by skipping trusted
+	// addresses; the longest walk (15 trusted members); Forwarded; and
+	// the chain behind a header list (the third header, X-Forwarded-For,
+	// read after two absent ones), beside header mode's first header.
+	{"xff/recursive-3hops", `{"trusted_proxies":["10.0.0.0/8"],"recursive":true}`,
+		hdr("X-Forwarded-For", "198.51.100.9, 203.0.113.7, 10.1.1.1, 10.2.2.2")},
+	{"xff/recursive-16hops", `{"trusted_proxies":["10.0.0.0/8"],"recursive":true}`,
+		hdr("X-Forwarded-For", "203.0.113.7, 10.1.1.1, 10.1.1.2, 10.1.1.3, 10.1.1.4, 10.1.1.5, 10.1.1.6, 10.1.1.7, 10.1.1.8, 10.1.1.9, 10.1.1.10, 10.1.1.11, 10.1.1.12, 10.1.1.13, 10.1.1.14, 10.1.1.15")},
+	{"forwarded/recursive-3hops", `{"trusted_proxies":["10.0.0.0/8"],"recursive":true,"forwarded":true}`,
+		hdr("Forwarded", `for=198.51.100.9, for="203.0.113.7:4711";proto=https, for=10.1.1.1, for=10.2.2.2;by=10.0.0.1`)},
+	{"header/list-first", `{"trusted_proxies":["10.0.0.0/8"],"hops":3,"headers":["CF-Connecting-IP","True-Client-IP","X-Forwarded-For"]}`,
+		hdr("X-Forwarded-For", "10.1.1.1, 10.2.2.2", "CF-Connecting-IP", "203.0.113.7")},
+	{"header/list-xff-fallback", `{"trusted_proxies":["10.0.0.0/8"],"hops":3,"headers":["CF-Connecting-IP","True-Client-IP","X-Forwarded-For"]}`,
+		hdr("X-Forwarded-For", "198.51.100.9, 203.0.113.7, 10.1.1.1, 10.2.2.2")},
+	{"xff/recursive-1MiB-caller-padding", `{"trusted_proxies":["10.0.0.0/8"],"recursive":true}`,
+		hdr("X-Forwarded-For", strings.Repeat("10.9.9.9, ", 1<<20/10)+"203.0.113.7, 10.1.1.1, 10.2.2.2")},
 	{"forwarded/8KiB-garbage-quotes", `{"trusted_proxies":["10.0.0.0/8"],"hops":3,"forwarded":true}`,
 		hdr("Forwarded", "for=x;for="+strings.Repeat(`"x"`, 2700))},
 }
