@@ -8,6 +8,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -48,6 +50,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		for _, name := range h.strip {
 			delete(r.Header, name)
 		}
+	}
+
+	// tracing ran first, and its span's client.address is the leftmost
+	// X-Forwarded-For entry as the caller wrote it: give it the client.
+	if span := trace.SpanFromContext(r.Context()); client != "" && span.IsRecording() {
+		span.SetAttributes(attribute.String("client.address", client))
 	}
 
 	peerValue := any(peer) // box once: each conversion to any allocates
