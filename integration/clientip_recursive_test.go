@@ -17,6 +17,14 @@ import (
 // address of the operator's own balancer.
 func TestClientIPRecursiveAgainstNginxAndCaddy(t *testing.T) {
 	const ranges = "127.0.0.1/32 10.0.0.0/8 2001:db8:e::/48"
+	// nginx first: without it the test skips before starting any Caddy.
+	nginx := StartNginx(t, "", `
+		set_real_ip_from 127.0.0.1/32;
+		set_real_ip_from 10.0.0.0/8;
+		set_real_ip_from 2001:db8:e::/48;
+		real_ip_header X-Forwarded-For;
+		real_ip_recursive on;
+		location / { return 200 "$remote_addr"; }`)
 	edgekit := StartCaddy(t, `
 http://{$HOST}:{$HTTP_PORT} {
 	handle /hops1 {
@@ -52,13 +60,6 @@ http://{$HOST}:{$HTTP_PORT} {
 http://{$HOST}:{$HTTP_PORT} {
 	respond "{client_ip}"
 }`)
-	nginx := StartNginx(t, "", `
-		set_real_ip_from 127.0.0.1/32;
-		set_real_ip_from 10.0.0.0/8;
-		set_real_ip_from 2001:db8:e::/48;
-		real_ip_header X-Forwarded-For;
-		real_ip_recursive on;
-		location / { return 200 "$remote_addr"; }`)
 
 	for _, tc := range []struct {
 		name                  string

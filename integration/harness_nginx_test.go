@@ -39,7 +39,7 @@ func StartNginx(t *testing.T, httpBlock, server string) *Nginx {
 		}
 	}
 	if err != nil {
-		const msg = "nginx not on PATH: apt-get install nginx-light (or your system's nginx package)"
+		const msg = "nginx not on PATH: apt-get install nginx (or your system's nginx package)"
 		if os.Getenv(nginxRequireEnv) == "1" {
 			t.Fatalf("%s; %s=1 requires it: %v", msg, nginxRequireEnv, err)
 		}
