@@ -33,7 +33,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    zone <name> {
 //	        key <template>          # default {client_ip}
 //	        rate <n>/<duration>     # required, e.g. 100/1m, 10/s
-//	        burst <n>               # default 0
+//	        burst <n>               # default n-1: a bucket of n; 0: strict spacing
 //	        ipv4_prefix <bits>      # default 32
 //	        ipv6_prefix <bits>      # default 64
 //	        charge_on status <code>...  # charge only these responses
@@ -180,9 +180,11 @@ func (z *Zone) unmarshal(d *caddyfile.Dispenser) error {
 			z.Rate = val
 			_, err = checkRate(z.Name, val)
 		case "burst":
-			if z.Burst, err = strconv.ParseInt(val, 10, 64); err != nil {
+			b, perr := strconv.ParseInt(val, 10, 64)
+			if perr != nil {
 				return d.Errf("throttle: zone %q: burst %q: not a whole number", z.Name, val)
 			}
+			z.Burst = &b
 		case "ipv4_prefix":
 			if z.IPv4Prefix, err = strconv.Atoi(val); err != nil {
 				return d.Errf("throttle: zone %q: ipv4_prefix %q: not a number (1..32)", z.Name, val)
@@ -201,8 +203,8 @@ func (z *Zone) unmarshal(d *caddyfile.Dispenser) error {
 		}
 	}
 	// The burst's bound depends on the rate, which may come after it.
-	if r, err := parseRate(z.Rate); err == nil {
-		if err := checkBurst(z.Name, z.Burst, r); err != nil {
+	if r, err := parseRate(z.Rate); err == nil && z.Burst != nil {
+		if err := checkBurst(z.Name, *z.Burst, r); err != nil {
 			return d.Err(err.Error())
 		}
 	}

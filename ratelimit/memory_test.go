@@ -84,11 +84,11 @@ func TestMemoryDropsExpiredFirst(t *testing.T) {
 	}
 }
 
-// TestReloadKeepsStateAndAppliesNewRate: a new config generation finds the
+// TestReloadKeepsStateAndAppliesNewRate (strict spacing, burst 0): a new config generation finds the
 // zone's keys by name, and its new rate applies to them.
 func TestReloadKeepsStateAndAppliesNewRate(t *testing.T) {
 	c := &fakeClock{ns: int64(time.Hour)}
-	old := memoryHandler(t, c, &Zone{Name: "reload", Rate: "2/1m"})
+	old := memoryHandler(t, c, &Zone{Name: "reload", Rate: "2/1m", Burst: new(int64(0))})
 	for range 2 {
 		serve(t, old, "192.0.2.1", nil)
 	}
@@ -97,7 +97,7 @@ func TestReloadKeepsStateAndAppliesNewRate(t *testing.T) {
 	}
 	// New generation, new rate: 2/1m -> 4/1m. The key has TAT now+60s,
 	// new interval 15s, tolerance 0: not allowed until 45s have passed.
-	next := memoryHandler(t, c, &Zone{Name: "reload", Rate: "4/1m"})
+	next := memoryHandler(t, c, &Zone{Name: "reload", Rate: "4/1m", Burst: new(int64(0))})
 	_ = old.Cleanup() // as Caddy does once the new config runs
 	if serve(t, next, "192.0.2.1", nil).passed {
 		t.Fatal("state was lost on reload: caller got a fresh budget")
@@ -149,7 +149,7 @@ func TestValidateRefuses(t *testing.T) {
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s", IPv4Prefix: 33}}}, `throttle: zone "z": ipv4_prefix 33: must be 1..32`},
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s", IPv6Prefix: 129}}}, `throttle: zone "z": ipv6_prefix 129: must be 1..128`},
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s", IPv6Prefix: -1}}}, `throttle: zone "z": ipv6_prefix -1`},
-		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s", Burst: -1}}}, `throttle: zone "z": burst -1`},
+		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s", Burst: new(int64(-1))}}}, `throttle: zone "z": burst -1`},
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s", Key: "{oops"}}}, `throttle: zone "z": key "{oops": placeholder at 0 is not closed`},
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s"}, {Name: "z", Rate: "2/s"}}}, `throttle: zone "z" declared twice in one handler`},
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s"}}, Store: &Store{Type: "disk"}}, `throttle: store "disk": must be memory or redis`},
@@ -310,11 +310,11 @@ func BenchmarkHandler(b *testing.B) {
 		name  string
 		zones []*Zone
 	}{
-		{"one-zone", []*Zone{{Name: "bench-handler", Rate: "1000000/s", Burst: 100}}},
-		{"two-zones-one-key", []*Zone{{Name: "bench-handler-burst", Rate: "1000000/s", Burst: 100}, {Name: "bench-handler-sustained", Rate: "1000000/s", Burst: 50}}},
+		{"one-zone", []*Zone{{Name: "bench-handler", Rate: "1000000/s", Burst: new(int64(100))}}},
+		{"two-zones-one-key", []*Zone{{Name: "bench-handler-burst", Rate: "1000000/s", Burst: new(int64(100))}, {Name: "bench-handler-sustained", Rate: "1000000/s", Burst: new(int64(50))}}},
 		// charge_on: the check, the wrapped writer, and a charge (next
 		// answers 200, charged here so the charge's cost is in).
-		{"charge-on", []*Zone{{Name: "bench-handler-charge", Rate: "1000000/s", Burst: 100, ChargeOn: &ChargeOn{Status: []int{200}}}}},
+		{"charge-on", []*Zone{{Name: "bench-handler-charge", Rate: "1000000/s", Burst: new(int64(100)), ChargeOn: &ChargeOn{Status: []int{200}}}}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			// The clock advances 1µs a request, the rate's interval: never hit.

@@ -270,7 +270,11 @@ func compileZone(zc *Zone) (*zone, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkBurst(zc.Name, zc.Burst, r); err != nil {
+	burst := defaultBurst(r)
+	if zc.Burst != nil {
+		burst = *zc.Burst
+	}
+	if err := checkBurst(zc.Name, burst, r); err != nil {
 		return nil, err
 	}
 	k, err := checkKey(zc.Name, zc.Key)
@@ -290,8 +294,8 @@ func compileZone(zc *Zone) (*zone, error) {
 		name:     zc.Name,
 		key:      k,
 		rate:     r,
-		burst:    zc.Burst,
-		limit:    newLimit(r, zc.Burst),
+		burst:    burst,
+		limit:    newLimit(r, burst),
 		quoted:   sfString(zc.Name),
 		reject:   fmt.Errorf("throttle: zone %s: rate limit exceeded", strconv.Quote(zc.Name)),
 	}, nil

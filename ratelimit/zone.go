@@ -22,8 +22,10 @@ type Zone struct {
 	Key string `json:"key,omitempty"`
 	// Rate is `<n>/<duration>`, e.g. `100/1m` or `10/s`.
 	Rate string `json:"rate,omitempty"`
-	// Burst is how many requests beyond the first may arrive at once.
-	Burst int64 `json:"burst,omitempty"`
+	// Burst is how many requests beyond the first may arrive at once;
+	// default n-1 for `rate n/T`, a bucket of n (up to n at once, refilled
+	// at n per T). 0 is strict spacing: one request per T/n.
+	Burst *int64 `json:"burst,omitempty"`
 	// IPv4Prefix groups IPv4 keys by this many leading bits; default 32.
 	IPv4Prefix int `json:"ipv4_prefix,omitempty"`
 	// IPv6Prefix groups IPv6 keys by this many leading bits; default 64,
