@@ -31,7 +31,7 @@ func TestMemoryBoundUnderFlood(t *testing.T) {
 	now := int64(time.Hour)
 	for i := range 20 * maxKeys {
 		k := requestKey{text: "spoofed-" + strconv.Itoa(i)}
-		if !decideMemory(zs, []uint64{k.hash()}, now, out[:], nil) {
+		if !decideMemory(zs, []uint64{k.hash()}, now, out[:], nil, allZones) {
 			t.Fatalf("fresh key %d rejected", i)
 		}
 		now += int64(time.Microsecond)
@@ -61,24 +61,24 @@ func TestMemoryDropsExpiredFirst(t *testing.T) {
 	hash := func(i int) uint64 { return requestKey{text: "k" + strconv.Itoa(i)}.hash() }
 	// Old keys fill the table, then expire (TAT = t0 + 1s).
 	for i := range maxKeys / 2 {
-		decideMemory(zs, []uint64{hash(i)}, now, out[:], nil)
+		decideMemory(zs, []uint64{hash(i)}, now, out[:], nil, allZones)
 	}
 	now += int64(2 * time.Second)
 	// Live keys; each shard is about half full after this.
 	live := maxKeys / 4
 	for i := range live {
-		decideMemory(zs, []uint64{hash(maxKeys + i)}, now, out[:], nil)
+		decideMemory(zs, []uint64{hash(maxKeys + i)}, now, out[:], nil, allZones)
 	}
 	// More new keys than free room: only expired keys may go.
 	for i := range maxKeys / 5 {
-		decideMemory(zs, []uint64{hash(2*maxKeys + i)}, now, out[:], nil)
+		decideMemory(zs, []uint64{hash(2*maxKeys + i)}, now, out[:], nil, allZones)
 	}
 	if ev := z.table.evictions.Load(); ev != 0 {
 		t.Fatalf("%d live keys dropped while expired ones were there", ev)
 	}
 	// Every live key is still limited (1/s, no burst): all rejected now.
 	for i := range live {
-		if decideMemory(zs, []uint64{hash(maxKeys + i)}, now, out[:], nil) {
+		if decideMemory(zs, []uint64{hash(maxKeys + i)}, now, out[:], nil, allZones) {
 			t.Fatalf("live key %d was forgotten", i)
 		}
 	}
@@ -188,7 +188,7 @@ func BenchmarkMemoryDecision(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				decideMemory(zs, hashes[i&mask:][:1], now+int64(i)*100, out[:], nil)
+				decideMemory(zs, hashes[i&mask:][:1], now+int64(i)*100, out[:], nil, allZones)
 				i++
 			}
 		})
@@ -201,7 +201,7 @@ func BenchmarkMemoryDecision(b *testing.B) {
 				i := int(seed.Add(7919))
 				now := monotonicNow()
 				for pb.Next() {
-					decideMemory(zs, hashes[i&mask:][:1], now+int64(i)*100, out[:], nil)
+					decideMemory(zs, hashes[i&mask:][:1], now+int64(i)*100, out[:], nil, allZones)
 					i++
 				}
 			})
@@ -222,7 +222,7 @@ func BenchmarkMemoryDecision(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			h[0] = z.key.fromString(ips[i&1023]).hash()
-			decideMemory(zs, h[:], now+int64(i)*100, out[:], nil)
+			decideMemory(zs, h[:], now+int64(i)*100, out[:], nil, allZones)
 			i++
 		}
 	})
@@ -241,7 +241,7 @@ func BenchmarkMemoryBytesPerKey(b *testing.B) {
 		var out [1]outcome
 		now := monotonicNow()
 		for i := range keys {
-			decideMemory(zs, []uint64{uint64(i) * 0x9E3779B97F4A7C15}, now, out[:], nil)
+			decideMemory(zs, []uint64{uint64(i) * 0x9E3779B97F4A7C15}, now, out[:], nil, allZones)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
@@ -278,13 +278,13 @@ func BenchmarkMemoryFlood(b *testing.B) {
 	i := uint64(0)
 	for range 3 * maxKeys { // fill first: the benchmark measures a full table
 		h[0] = i * 0x9E3779B97F4A7C15
-		decideMemory(zs, h[:], now, out[:], nil)
+		decideMemory(zs, h[:], now, out[:], nil, allZones)
 		i++
 	}
 	b.ReportAllocs()
 	for b.Loop() {
 		h[0] = i * 0x9E3779B97F4A7C15
-		decideMemory(zs, h[:], now, out[:], nil)
+		decideMemory(zs, h[:], now, out[:], nil, allZones)
 		i++
 	}
 	b.StopTimer()

@@ -50,7 +50,7 @@ func BenchmarkRedisStore(b *testing.B) {
 				KeyPrefix: "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":",
 			}}}, nil)
 			var out [2]outcome
-			if _, err := h.redis.decide(context.Background(), keysFor(len(zones), 0), out[:len(zones)], nil); err != nil {
+			if _, err := h.redis.decide(context.Background(), keysFor(len(zones), 0), out[:len(zones)], nil, allZones); err != nil {
 				b.Fatal(err)
 			}
 			var seq atomic.Int64
@@ -61,7 +61,7 @@ func BenchmarkRedisStore(b *testing.B) {
 				var out [2]outcome
 				for pb.Next() {
 					n := seq.Add(1)
-					if _, err := h.redis.decide(context.Background(), keysFor(len(zones), n%10000), out[:len(zones)], nil); err != nil {
+					if _, err := h.redis.decide(context.Background(), keysFor(len(zones), n%10000), out[:len(zones)], nil, allZones); err != nil {
 						b.Error(err)
 						return
 					}

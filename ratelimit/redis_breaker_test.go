@@ -25,7 +25,7 @@ func TestRedisBreakerVisible(t *testing.T) {
 	opened := func() int { return logs.FilterMessageSnippet("redis breaker opened").Len() }
 	decide := func() error {
 		var out [1]outcome
-		_, err := h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:], nil)
+		_, err := h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:], nil, allZones)
 		return err
 	}
 	if err := decide(); err != nil || gauge() != 0 {

@@ -109,7 +109,7 @@ func TestRedisOutage(t *testing.T) {
 	// Both handlers share one client and breaker, now open: Redis is not
 	// asked at all.
 	var out [1]outcome
-	_, err := allow.redis.decide(context.Background(), []requestKey{{text: "x"}}, out[:], nil)
+	_, err := allow.redis.decide(context.Background(), []requestKey{{text: "x"}}, out[:], nil, allZones)
 	if !errors.Is(err, errBreakerOpen) {
 		t.Fatalf("after repeated failures: %v, want the breaker open", err)
 	}
@@ -127,7 +127,7 @@ func TestRedisOutage(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if !resumed {
-		_, err := allow.redis.decide(context.Background(), []requestKey{{text: "y"}}, out[:], nil)
+		_, err := allow.redis.decide(context.Background(), []requestKey{{text: "y"}}, out[:], nil, allZones)
 		t.Fatalf("limiting did not resume after Redis came back: %v", err)
 	}
 }
@@ -146,12 +146,12 @@ func TestRedisHungTimesOut(t *testing.T) {
 	var out [1]outcome
 	keys := []requestKey{{text: "hung"}}
 	for i := range breakerThreshold {
-		_, err := h.redis.decide(context.Background(), keys, out[:], nil)
+		_, err := h.redis.decide(context.Background(), keys, out[:], nil, allZones)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("call %d to a stopped Redis: %v, want the per-call timeout", i, err)
 		}
 	}
-	if _, err := h.redis.decide(context.Background(), keys, out[:], nil); !errors.Is(err, errBreakerOpen) {
+	if _, err := h.redis.decide(context.Background(), keys, out[:], nil, allZones); !errors.Is(err, errBreakerOpen) {
 		t.Fatalf("after %d timeouts: %v, want the breaker open", breakerThreshold, err)
 	}
 }
