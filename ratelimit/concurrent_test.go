@@ -99,8 +99,10 @@ func TestConcurrentZoneReleasesOnEveryEnd(t *testing.T) {
 	h := provision(t, &Handler{Zones: []*Zone{{Name: "conn-end", Concurrent: 1}}}, nil)
 	ends := map[string]caddyhttp.HandlerFunc{
 		"response": func(w http.ResponseWriter, r *http.Request) error { w.WriteHeader(200); return nil },
-		"error":    func(http.ResponseWriter, *http.Request) error { return caddyhttp.Error(502, errors.New("upstream down")) },
-		"panic":    func(http.ResponseWriter, *http.Request) error { panic("handler panicked") },
+		"error": func(http.ResponseWriter, *http.Request) error {
+			return caddyhttp.Error(502, errors.New("upstream down"))
+		},
+		"panic": func(http.ResponseWriter, *http.Request) error { panic("handler panicked") },
 		"client gone": func(w http.ResponseWriter, r *http.Request) error {
 			<-r.Context().Done()
 			return r.Context().Err()
