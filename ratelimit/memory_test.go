@@ -304,7 +304,9 @@ func BenchmarkMemoryFlood(b *testing.B) {
 // with Caddy's own cost per request (tens of µs) for the end-to-end share.
 // two-zones-one-key is the usual short-burst plus sustained limit on one
 // caller: the key is derived once for both zones. charge-on adds the
-// response writer wrapper and the charge after the response.
+// response writer wrapper and the charge after the response; concurrent is
+// a concurrent zone's cost in the same run, rate+concurrent both kinds on
+// one caller.
 func BenchmarkHandler(b *testing.B) {
 	for _, bc := range []struct {
 		name  string
@@ -315,6 +317,10 @@ func BenchmarkHandler(b *testing.B) {
 		// charge_on: the check, the wrapped writer, and a charge (next
 		// answers 200, charged here so the charge's cost is in).
 		{"charge-on", []*Zone{{Name: "bench-handler-charge", Rate: "1000000/s", Burst: new(int64(100)), ChargeOn: &ChargeOn{Status: []int{200}}}}},
+		// concurrent: a slot taken at the decision and given back when
+		// next returns (a second shard lock), beside one-zone's rate.
+		{"concurrent", []*Zone{{Name: "bench-handler-concurrent", Concurrent: 100}}},
+		{"rate+concurrent", []*Zone{{Name: "bench-handler-rc-rate", Rate: "1000000/s", Burst: new(int64(100))}, {Name: "bench-handler-rc-conc", Concurrent: 100}}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			// The clock advances 1µs a request, the rate's interval: never hit.
