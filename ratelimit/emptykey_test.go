@@ -109,7 +109,10 @@ func TestEmptyAuthKeyWarnsWithOrderFix(t *testing.T) {
 // TestKeyPlaceholdersCheckedAtStart: a placeholder that can have no value
 // where throttle runs is refused when the config loads, naming the fix: a
 // misspelt http.request. name, and names of the response, the upstream or
-// an error. Those that may have a value are taken.
+// an error; so is one that differs on every request (no caller would ever
+// be limited). Those that may have a value are taken. Asking Caddy's
+// replacer about {http.request.duration} or {http.request.uuid} without
+// the context Caddy's server gives a request panicked, in Provision.
 func TestKeyPlaceholdersCheckedAtStart(t *testing.T) {
 	for key, want := range map[string]string{
 		"{http.request.headr.X-Api-Key}":              "is not a placeholder Caddy knows",
@@ -119,7 +122,11 @@ func TestKeyPlaceholdersCheckedAtStart(t *testing.T) {
 		"{http.reverse_proxy.upstream.hostport}":      "has a value only after throttle has decided",
 		"{http.error.status_code}":                    "has a value only after throttle has decided",
 		"{err.message}":                               "has a value only after throttle has decided",
+		"{http.request.uuid}":                         "differs on every request",
+		"{http.request.duration_ms}":                  "differs on every request",
 		"{http.request.header.X-Api-Key}":             "",
+		"{http.request.body}":                         "",
+		"{http.request.orig_uri.path.1}":              "",
 		"{http.request.cookie.session}":               "",
 		"{http.request.uri.query.key}":                "",
 		"{http.request.remote.host}":                  "",

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -104,20 +105,36 @@ func checkPlaceholder(name string) error {
 			return fmt.Errorf("{%s} has a value only after throttle has decided (it belongs to %s): key on the request, e.g. {http.request.header.X-Api-Key}, {client_ip} or {http.auth.user.id}", name, late.what)
 		}
 	}
+	switch name {
+	case "http.request.uuid", "http.request.duration", "http.request.duration_ms":
+		return fmt.Errorf("{%s} differs on every request, so no caller would ever be limited: key on who calls, e.g. {client_ip} or {http.request.header.X-Api-Key}", name)
+	}
 	if strings.HasPrefix(name, "http.request.") {
-		if _, ok := requestReplacer().Get(name); !ok {
+		if !requestPlaceholder(name) {
 			return fmt.Errorf("{%s} is not a placeholder Caddy knows, so it would be empty on every request (one budget for every caller): check its spelling, e.g. {http.request.header.<Field>}, {http.request.cookie.<name>}, {http.request.uri.query.<param>}, {http.request.remote.host}", name)
 		}
 	}
 	return nil
 }
 
-// requestReplacer answers which http.request. placeholders exist: the
-// replacer Caddy gives a request, on a request of its own (one per check:
-// some placeholders keep state in their request).
-func requestReplacer() *caddy.Replacer {
-	r, _ := http.NewRequest(http.MethodGet, "http://localhost/", http.NoBody)
-	return caddyhttp.NewTestReplacer(r)
+// requestPlaceholder reports whether Caddy knows the http.request.
+// placeholder name: its replacer, on a request of its own (one per check:
+// some placeholders keep state in their request), with what Caddy's server
+// puts in a request's context (some placeholders assume it is there). A
+// placeholder that panics all the same is taken as known: the check must
+// never end the process that loads a config.
+func requestPlaceholder(name string) (known bool) {
+	defer func() {
+		if recover() != nil {
+			known = true
+		}
+	}()
+	ctx := context.WithValue(context.Background(), caddyhttp.VarsCtxKey, map[string]any{})
+	ctx = context.WithValue(ctx, caddyhttp.ExtraLogFieldsCtxKey, new(caddyhttp.ExtraLogFields))
+	r, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://localhost/", http.NoBody)
+	repl := caddyhttp.NewTestReplacer(r)
+	_, known = repl.Get(name)
+	return known
 }
 
 // requestKey is one zone's key for one request: an address (already cut to
