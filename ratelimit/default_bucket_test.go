@@ -13,8 +13,8 @@ import (
 // refill), as its RateLimit-Policy q=1000;w=3600 says; `burst 0` keeps
 // strict spacing (the second request waits 3.6 s). Before the default
 // burst was n-1, the second request of `rate 1000/1h` got 429 with
-// Retry-After 4 while the policy announced 1000. The memory and the Redis
-// store agree on every decision.
+// Retry-After 4 while the policy announced 1000. The memory store, a
+// Redis and a Redis Cluster agree on every decision.
 func TestRateIsBucketOfN(t *testing.T) {
 	stores := map[string]func(t *testing.T, zones ...*Zone) *Handler{
 		"memory": func(t *testing.T, zones ...*Zone) *Handler {
@@ -22,6 +22,9 @@ func TestRateIsBucketOfN(t *testing.T) {
 		},
 		"redis": func(t *testing.T, zones ...*Zone) *Handler {
 			return redisHandler(t, testredis.Start(t), "deny", zones...)
+		},
+		"cluster": func(t *testing.T, zones ...*Zone) *Handler {
+			return redisHandler(t, testredis.StartCluster(t, 3).Nodes[0], "deny", zones...)
 		},
 	}
 	for name, newHandler := range stores {

@@ -58,6 +58,22 @@ func TestEmptyKeyTemplate(t *testing.T) {
 	}
 }
 
+// TestKeyWithoutPlaceholdersIsShared: a key of literal text alone is one
+// budget for every caller on purpose (a limit for the whole site), not an
+// empty key: it is never replaced by the caller's address.
+func TestKeyWithoutPlaceholdersIsShared(t *testing.T) {
+	h := memoryHandler(t, &fakeClock{ns: int64(time.Hour)}, &Zone{Name: "whole-site", Key: "everyone", Rate: "1/1h"})
+	if !serve(t, h, "192.0.2.1", nil).passed {
+		t.Fatal("first request refused")
+	}
+	if serve(t, h, "192.0.2.2", nil).passed {
+		t.Fatal("a second caller passed a site-wide 1/1h zone: a literal key was taken as empty")
+	}
+	if n := testutil.ToFloat64(h.zones[0].counters.empty); n != 0 {
+		t.Fatalf("empty keys counted: %v", n)
+	}
+}
+
 // TestEmptyKeyPolicies: skip leaves the request out of the zone (no
 // RateLimit member for it), deny refuses it and names the zone; both are
 // counted by action.

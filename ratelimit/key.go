@@ -28,9 +28,10 @@ type keyTemplate struct {
 	// placeholder is the name when the template is one placeholder and
 	// nothing else: Get it from the replacer, sparing ReplaceAll's builder.
 	placeholder string
-	// literal is what the template expands to when every placeholder in
-	// it is empty: an expansion of that length carries nothing of the
-	// request (each placeholder adds its value's length).
+	// literal is the length of what the template expands to when every
+	// placeholder in it is empty: an expansion of that length carries
+	// nothing of the request (each placeholder adds its value's length);
+	// -1 for a template without placeholders, a budget shared on purpose.
 	literal int
 	v4bits  int
 	v6bits  int
@@ -44,7 +45,7 @@ func parseKeyTemplate(s string) (keyTemplate, error) {
 	if strings.TrimSpace(s) == "" {
 		return keyTemplate{}, fmt.Errorf("key is empty: use a placeholder such as {client_ip} or {http.request.header.X-Api-Key}")
 	}
-	open := -1
+	open, placeholders := -1, 0
 	for i := 0; i < len(s); i++ {
 		switch s[i] {
 		case '\\':
@@ -64,6 +65,7 @@ func parseKeyTemplate(s string) (keyTemplate, error) {
 			if err := checkPlaceholder(s[open+1 : i]); err != nil {
 				return keyTemplate{}, fmt.Errorf("key %q: %v", s, err)
 			}
+			placeholders++
 			open = -1
 		}
 	}
@@ -73,7 +75,10 @@ func parseKeyTemplate(s string) (keyTemplate, error) {
 	k := keyTemplate{
 		template: s,
 		clientIP: s == defaultKey || s == "{client_ip}",
-		literal:  len(caddy.NewEmptyReplacer().ReplaceAll(s, "")),
+		literal:  -1, // no placeholder: one budget for all, on purpose
+	}
+	if placeholders > 0 {
+		k.literal = len(caddy.NewEmptyReplacer().ReplaceAll(s, ""))
 	}
 	if name, ok := strings.CutPrefix(s, "{"); ok && !k.clientIP {
 		if name, ok = strings.CutSuffix(name, "}"); ok && !strings.ContainsAny(name, "{}\\") {
