@@ -94,6 +94,9 @@ func TestEmptyKeyPolicies(t *testing.T) {
 	if n := testutil.ToFloat64(skip.zones[0].counters.empty); n != 3 {
 		t.Fatalf("empty_keys_total{action=skip} = %v, want 3", n)
 	}
+	if n := testutil.ToFloat64(skip.zones[0].counters.allowed); n != 0 {
+		t.Fatalf("requests_total{decision=allowed} of the skipped zone = %v, want 0 (it decided nothing)", n)
+	}
 	deny := memoryHandler(t, c, &Zone{Name: "empty-deny", Key: "{http.request.header.X-Api-Key}", Rate: "100/1h", OnEmptyKey: EmptyKeyDeny})
 	res := serve(t, deny, "192.0.2.1", nil)
 	if res.passed || res.status != 429 || res.vars[RejectedVar] != "empty-deny" {

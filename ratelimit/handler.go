@@ -97,8 +97,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		h.setHeaders(w.Header(), keys[:n], out[:n], active)
 	}
 	if allowed {
-		for _, z := range h.zones {
-			z.counters.allowed.Inc()
+		for i, z := range h.zones {
+			if active.has(i) {
+				z.counters.allowed.Inc()
+			}
 		}
 		if h.slotted {
 			return h.serveHolding(w, r, next, cw, &keys, active)
