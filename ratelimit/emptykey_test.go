@@ -129,7 +129,9 @@ func TestEmptyAuthKeyWarnsWithOrderFix(t *testing.T) {
 // where throttle runs is refused when the config loads, naming the fix: a
 // misspelt http.request. name, and names of the response, the upstream or
 // an error; so is one that differs on every request (no caller would ever
-// be limited). Those that may have a value are taken. Asking Caddy's
+// be limited) and the request body (read whole into memory for every
+// caller before the limit decides: on main, a key of {http.request.body}
+// was taken). Those that may have a value are taken. Asking Caddy's
 // replacer about {http.request.duration} or {http.request.uuid} without
 // the context Caddy's server gives a request panicked, in Provision.
 func TestKeyPlaceholdersCheckedAtStart(t *testing.T) {
@@ -144,7 +146,8 @@ func TestKeyPlaceholdersCheckedAtStart(t *testing.T) {
 		"{http.request.uuid}":                         "differs on every request",
 		"{http.request.duration_ms}":                  "differs on every request",
 		"{http.request.header.X-Api-Key}":             "",
-		"{http.request.body}":                         "",
+		"{http.request.body}":                         "would read the whole request body",
+		"{http.request.body_base64}":                  "would read the whole request body",
 		"{http.request.orig_uri.path.1}":              "",
 		"{http.request.cookie.session}":               "",
 		"{http.request.uri.query.key}":                "",

@@ -113,6 +113,8 @@ func checkPlaceholder(name string) error {
 	switch name {
 	case "http.request.uuid", "http.request.duration", "http.request.duration_ms":
 		return fmt.Errorf("{%s} differs on every request, so no caller would ever be limited: key on who calls, e.g. {client_ip} or {http.request.header.X-Api-Key}", name)
+	case "http.request.body", "http.request.body_base64":
+		return fmt.Errorf("{%s} would read the whole request body into memory before the limit decides, for every caller, limited or not: key on who calls, e.g. {client_ip} or {http.request.header.X-Api-Key}", name)
 	}
 	if strings.HasPrefix(name, "http.request.") {
 		if !requestPlaceholder(name) {
