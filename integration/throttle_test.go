@@ -130,13 +130,14 @@ func TestThrottleReload(t *testing.T) {
 	throttle {
 		zone reload {
 			rate ` + rate + `
+			burst 0
 		}
 	}
 	respond "ok"
 }`
 	}
 	c := StartCaddy(t, config("2/1h"))
-	// Burst 0: one request, then one every 30 minutes.
+	// burst 0 (strict spacing): one request, then one every 30 minutes.
 	for i, want := range []int{200, 429} {
 		if resp, _ := Get(t, c.Client(), c.URL("/")); resp.StatusCode != want {
 			t.Fatalf("request %d: %d, want %d", i+1, resp.StatusCode, want)

@@ -35,11 +35,13 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	throttle [<matcher>] {
 //	    zone <name> {
 //	        key <template>          # default {client_ip}
-//	        rate <n>/<duration>     # required, e.g. 100/1m, 10/s
-//	        burst <n>               # default 0
+//	        rate <n>/<duration>     # e.g. 100/1m, 10/s; or:
+//	        concurrent <n>          # requests in flight per key (memory store)
+//	        burst <n>               # default n-1: a bucket of n; 0: strict spacing
 //	        ipv4_prefix <bits>      # default 32
 //	        ipv6_prefix <bits>      # default 64
 //	        charge_on status <code>...  # charge only these responses
+//	        on_empty_key client_ip|skip|deny  # default client_ip
 //	    }
 //	    store memory [<max_keys>]
 //	    store redis {
@@ -61,6 +63,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    mode enforce|observe        # default enforce
 //	    status <code>               # default 429
 //	    headers on|off              # default on
+//	    log_rejections debug|info|warn|error|off  # default info
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -140,6 +143,16 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Err(err.Error())
 			}
 			h.Status = n
+		case "log_rejections":
+			var s string
+			if !d.Args(&s) || d.NextArg() {
+				return d.ArgErr()
+			}
+			level, err := parseLogLevel(s)
+			if err != nil {
+				return d.Err(err.Error())
+			}
+			h.LogRejections = level
 		case "headers":
 			var s string
 			if !d.Args(&s) || d.NextArg() {
@@ -182,10 +195,21 @@ func (z *Zone) unmarshal(d *caddyfile.Dispenser) error {
 		case "rate":
 			z.Rate = val
 			_, err = checkRate(z.Name, val)
+		case "concurrent":
+			if z.Concurrent, err = strconv.ParseInt(val, 10, 64); err != nil {
+				return d.Errf("throttle: zone %q: concurrent %q: not a whole number (requests in flight per key, 1..%d)", z.Name, val, maxConcurrent)
+			}
+			if z.Concurrent == 0 { // in JSON, 0 is unset
+				err = checkConcurrent(z)
+			}
+		case "on_empty_key":
+			z.OnEmptyKey, err = parseOnEmptyKey(z.Name, val)
 		case "burst":
-			if z.Burst, err = strconv.ParseInt(val, 10, 64); err != nil {
+			b, perr := strconv.ParseInt(val, 10, 64)
+			if perr != nil {
 				return d.Errf("throttle: zone %q: burst %q: not a whole number", z.Name, val)
 			}
+			z.Burst = &b
 		case "ipv4_prefix":
 			if z.IPv4Prefix, err = strconv.Atoi(val); err != nil {
 				return d.Errf("throttle: zone %q: ipv4_prefix %q: not a number (1..32)", z.Name, val)
@@ -203,9 +227,15 @@ func (z *Zone) unmarshal(d *caddyfile.Dispenser) error {
 			return d.Err(err.Error())
 		}
 	}
+	if z.Concurrent != 0 {
+		if err := checkConcurrent(z); err != nil {
+			return d.Err(err.Error())
+		}
+		return nil
+	}
 	// The burst's bound depends on the rate, which may come after it.
-	if r, err := parseRate(z.Rate); err == nil {
-		if err := checkBurst(z.Name, z.Burst, r); err != nil {
+	if r, err := parseRate(z.Rate); err == nil && z.Burst != nil {
+		if err := checkBurst(z.Name, *z.Burst, r); err != nil {
 			return d.Err(err.Error())
 		}
 	}

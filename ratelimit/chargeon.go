@@ -43,6 +43,7 @@ type chargeWriter struct {
 	keys    [maxZones]requestKey // copies: the caller's arrays stay on its stack
 	holds   [maxZones]hold
 	n       int
+	active  zoneSet // zones that decided the request (on_empty_key skip leaves some out)
 	decided bool
 }
 
@@ -52,7 +53,7 @@ func (cw *chargeWriter) settle(status int) {
 		return
 	}
 	cw.decided = true
-	cw.h.settle(cw.r, cw.keys[:cw.n], cw.holds[:cw.n], status)
+	cw.h.settle(cw.r, cw.keys[:cw.n], cw.holds[:cw.n], status, cw.active)
 }
 
 // WriteHeader settles for a final status (an informational one, but for
@@ -94,15 +95,44 @@ func (h *Handler) serveCharged(w http.ResponseWriter, r *http.Request, next cadd
 	return err
 }
 
+// serveHolding runs the rest of the route for a request holding slots of
+// concurrent zones, and gives them back however the request ends: its
+// response written, the client gone (the handlers return), an error, a
+// panic (the deferred release runs as it unwinds), or after a reload (the
+// zone's table outlives the config that took the slot).
+func (h *Handler) serveHolding(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, cw *chargeWriter, keys *[maxZones]requestKey, active zoneSet) error {
+	for i, z := range h.zones {
+		if z.slots > 0 && active.has(i) {
+			z.counters.inFlight.Inc()
+		}
+	}
+	defer h.releaseSlots(keys, active)
+	if h.charging {
+		return h.serveCharged(w, r, next, cw, keys[:len(h.zones)])
+	}
+	return next.ServeHTTP(w, r)
+}
+
+// releaseSlots gives back the slots a request took in the active
+// concurrent zones.
+func (h *Handler) releaseSlots(keys *[maxZones]requestKey, active zoneSet) {
+	for i, z := range h.zones {
+		if z.slots > 0 && active.has(i) {
+			releaseSlot(z, keys[i].hash())
+			z.counters.inFlight.Dec()
+		}
+	}
+}
+
 // settle keeps the up-front charge of every charge_on zone whose statuses
 // include status (counted as charged) and gives back the others'. A store
 // failure is logged and counted; the response stands, and the charges it
 // could not give back stay (the strict side).
-func (h *Handler) settle(r *http.Request, keys []requestKey, holds []hold, status int) {
+func (h *Handler) settle(r *http.Request, keys []requestKey, holds []hold, status int, active zoneSet) {
 	var back [maxZones]bool
 	some := false
 	for i, z := range h.zones {
-		if z.chargeOn == nil {
+		if z.chargeOn == nil || !active.has(i) {
 			continue
 		}
 		if slices.Contains(z.chargeOn, status) {

@@ -120,12 +120,12 @@ func TestGiveBackRedisNewBlock(t *testing.T) {
 	var out [1]outcome
 	var old, kept [1]hold
 	ctx := context.Background()
-	if ok, err := h.redis.decide(ctx, keys, out[:], old[:]); !ok || err != nil {
+	if ok, err := h.redis.decide(ctx, keys, out[:], old[:], allZones); !ok || err != nil {
 		t.Fatalf("first: %v %v", ok, err)
 	}
 	name := h.redis.names(keys, make([]tag, 1))[0]
 	testredis.Command(t, rs.Addr(), "DEL", name) // as its expiry would
-	if ok, err := h.redis.decide(ctx, keys, out[:], kept[:]); !ok || err != nil {
+	if ok, err := h.redis.decide(ctx, keys, out[:], kept[:], allZones); !ok || err != nil {
 		t.Fatalf("after expiry: %v %v", ok, err)
 	}
 	if kept[0].block <= old[0].block {
@@ -134,7 +134,7 @@ func TestGiveBackRedisNewBlock(t *testing.T) {
 	if err := h.redis.giveBack(ctx, keys, old[:], []bool{true}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := h.redis.decide(ctx, keys, out[:], kept[:]); ok || err != nil {
+	if ok, err := h.redis.decide(ctx, keys, out[:], kept[:], allZones); ok || err != nil {
 		t.Fatalf("after the old hold's give-back: allowed %v, %v; want refused (the kept charge stays)", ok, err)
 	}
 }

@@ -42,7 +42,7 @@ func login(ok, asError bool) caddyhttp.HandlerFunc {
 }
 
 func loginZone(name string) *Zone {
-	return &Zone{Name: name, Rate: "5/10m", Burst: 4, ChargeOn: &ChargeOn{Status: []int{401, 403}}}
+	return &Zone{Name: name, Rate: "5/10m", Burst: new(int64(4)), ChargeOn: &ChargeOn{Status: []int{401, 403}}}
 }
 
 // checkLoginScenario: five failed logins per ten minutes per address;
@@ -274,8 +274,8 @@ func TestChargeOnHonestConcurrencyRedis(t *testing.T) {
 func TestChargeOnWithOtherZones(t *testing.T) {
 	c := &fakeClock{ns: int64(time.Hour)}
 	h := memoryHandler(t, c,
-		&Zone{Name: "charge-mix-fail", Rate: "1/1h", Burst: 1, ChargeOn: &ChargeOn{Status: []int{401}}},
-		&Zone{Name: "charge-mix-all", Rate: "1/1h", Burst: 3},
+		&Zone{Name: "charge-mix-fail", Rate: "1/1h", Burst: new(int64(1)), ChargeOn: &ChargeOn{Status: []int{401}}},
+		&Zone{Name: "charge-mix-all", Rate: "1/1h", Burst: new(int64(3))},
 	)
 	for i, want := range []int{200, 401, 401, 429, 429, 429} {
 		if res := serveNext(t, h, "192.0.2.30", login(i == 0, false)); res.status != want {
@@ -283,7 +283,7 @@ func TestChargeOnWithOtherZones(t *testing.T) {
 		}
 	}
 	// charge-mix-all took 3 (refused ones consumed nothing): one is left.
-	h2 := memoryHandler(t, c, &Zone{Name: "charge-mix-all", Rate: "1/1h", Burst: 3})
+	h2 := memoryHandler(t, c, &Zone{Name: "charge-mix-all", Rate: "1/1h", Burst: new(int64(3))})
 	for i, want := range []int{200, 429} {
 		if res := serveNext(t, h2, "192.0.2.30", login(true, false)); res.status != want {
 			t.Fatalf("charge-mix-all afterwards, request %d: %d, want %d", i+1, res.status, want)
@@ -428,7 +428,7 @@ func TestChargeOnPartOfZoneDefinition(t *testing.T) {
 	provisionIn(t, ctx, &Handler{Zones: []*Zone{loginZone("charge-def")}}, nil)
 	other := loginZone("charge-def")
 	other.ChargeOn.Status = []int{401}
-	for _, z := range []*Zone{other, {Name: "charge-def", Rate: "5/10m", Burst: 4}} {
+	for _, z := range []*Zone{other, {Name: "charge-def", Rate: "5/10m", Burst: new(int64(4))}} {
 		err := (&Handler{Zones: []*Zone{z}}).Provision(ctx)
 		if err == nil || !strings.Contains(err.Error(), "defined twice differently") || !strings.Contains(err.Error(), "charge_on status") {
 			t.Fatalf("zone redefined with charge_on %+v: %v", z.ChargeOn, err)

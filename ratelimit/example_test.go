@@ -25,7 +25,7 @@ import (
 //	}
 func ExampleHandler() {
 	h := ratelimit.Handler{
-		Zones: []*ratelimit.Zone{{Name: "api", Rate: "100/1m", Burst: 20}},
+		Zones: []*ratelimit.Zone{{Name: "api", Rate: "100/1m", Burst: new(int64(20))}},
 		Store: &ratelimit.Store{Type: "redis", Redis: &ratelimit.RedisStore{Address: "127.0.0.1:6379"}},
 	}
 	var out bytes.Buffer

@@ -72,6 +72,16 @@ func (l limit) wait(o outcome) time.Duration {
 	return time.Duration(o.after - l.tolerance)
 }
 
+// wait is how long until zone z would allow the next request; for a
+// concurrent zone, unknown (a slot frees when a request ends): 0, so
+// Retry-After says the least, 1.
+func (z *zone) wait(o outcome) time.Duration {
+	if z.slots > 0 {
+		return 0
+	}
+	return z.limit.wait(o)
+}
+
 // ceilSeconds rounds d up to whole seconds (without the overflow of adding
 // a second to a d near the largest Duration).
 func ceilSeconds(d time.Duration) int64 {

@@ -55,7 +55,7 @@ func TestExactAgainstLeakyBucket(t *testing.T) {
 	} {
 		t.Run(tc.rate+"+"+strconv.FormatInt(tc.burst, 10), func(t *testing.T) {
 			c := &fakeClock{ns: int64(time.Hour)}
-			h := memoryHandler(t, c, &Zone{Name: "exact-" + tc.rate, Rate: tc.rate, Burst: tc.burst})
+			h := memoryHandler(t, c, &Zone{Name: "exact-" + tc.rate, Rate: tc.rate, Burst: new(tc.burst)})
 			r, _ := parseRate(tc.rate)
 			T := int64(r.period) / r.n
 			ref := &leakyBucket{increment: T, limit: tc.burst * T}
@@ -88,7 +88,7 @@ func TestExactAgainstLeakyBucket(t *testing.T) {
 // 200ms, as SPEC says.
 func TestBurst(t *testing.T) {
 	c := &fakeClock{ns: int64(time.Hour)}
-	h := memoryHandler(t, c, &Zone{Name: "burst", Rate: "5/s", Burst: 4})
+	h := memoryHandler(t, c, &Zone{Name: "burst", Rate: "5/s", Burst: new(int64(4))})
 	for i := range 5 {
 		if res := serve(t, h, "192.0.2.1", nil); !res.passed {
 			t.Fatalf("request %d of the initial burst rejected", i+1)
@@ -121,8 +121,8 @@ func TestBurst(t *testing.T) {
 func TestZonesRejectionConsumesNothing(t *testing.T) {
 	c := &fakeClock{ns: int64(time.Hour)}
 	h := memoryHandler(t, c,
-		&Zone{Name: "per-ip", Rate: "2/s", Burst: 1},
-		&Zone{Name: "per-user", Key: "{http.request.header.X-User}", Rate: "3/1m", Burst: 2},
+		&Zone{Name: "per-ip", Rate: "2/s", Burst: new(int64(1))},
+		&Zone{Name: "per-user", Key: "{http.request.header.X-User}", Rate: "3/1m", Burst: new(int64(2))},
 	)
 	alice := map[string]string{"X-User": "alice"}
 	// per-ip allows 2 at once; per-user allows 3 at once.
@@ -205,8 +205,8 @@ func stripPK(field string) string { return pkParam.ReplaceAllString(field, "") }
 func TestRateLimitHeaders(t *testing.T) {
 	c := &fakeClock{ns: int64(time.Hour)}
 	h := memoryHandler(t, c,
-		&Zone{Name: "a", Rate: "5/s", Burst: 4},
-		&Zone{Name: "b", Rate: "100/1m", Burst: 9},
+		&Zone{Name: "a", Rate: "5/s", Burst: new(int64(4))},
+		&Zone{Name: "b", Rate: "100/1m", Burst: new(int64(9))},
 	)
 	res := serve(t, h, "192.0.2.1", nil)
 	policy, state := res.header.Get("RateLimit-Policy"), res.header.Get("RateLimit")
@@ -284,7 +284,7 @@ func TestPartitionKeyIsNotTheKey(t *testing.T) {
 // 2/s burst 5 announced q=2 and then r=5).
 func TestRemainingNeverExceedsQuota(t *testing.T) {
 	c := &fakeClock{ns: int64(time.Hour)}
-	h := memoryHandler(t, c, &Zone{Name: "r-le-q", Rate: "2/s", Burst: 5})
+	h := memoryHandler(t, c, &Zone{Name: "r-le-q", Rate: "2/s", Burst: new(int64(5))})
 	policy := stripPK(serve(t, h, "192.0.2.7", nil).header.Get("RateLimit-Policy"))
 	if policy != `"r-le-q";q=6;w=3` {
 		t.Fatalf("RateLimit-Policy %q, want q=6;w=3 (the burst of 6, refilled in 3 s)", policy)
@@ -338,7 +338,7 @@ func TestPolicyWindow(t *testing.T) {
 // enforce would have rejected, and consumes exactly what enforce would.
 func TestObserve(t *testing.T) {
 	c := &fakeClock{ns: int64(time.Hour)}
-	h := provision(t, &Handler{Zones: []*Zone{{Name: "observed", Rate: "1/s", Burst: 1}}, Mode: "observe"}, c)
+	h := provision(t, &Handler{Zones: []*Zone{{Name: "observed", Rate: "1/s", Burst: new(int64(1))}}, Mode: "observe"}, c)
 	before := counterValue(t, "observed", "observed")
 	var marked int
 	for i := range 10 {
@@ -368,8 +368,8 @@ func TestObserve(t *testing.T) {
 func TestConcurrentAllOrNothing(t *testing.T) {
 	c := &fakeClock{ns: int64(time.Hour)}
 	h := memoryHandler(t, c,
-		&Zone{Name: "conc-ip", Rate: "1/1h", Burst: 49},
-		&Zone{Name: "conc-user", Key: "{http.request.header.X-User}", Rate: "1/1h", Burst: 99},
+		&Zone{Name: "conc-ip", Rate: "1/1h", Burst: new(int64(49))},
+		&Zone{Name: "conc-user", Key: "{http.request.header.X-User}", Rate: "1/1h", Burst: new(int64(99))},
 	)
 	alice := map[string]string{"X-User": "alice"}
 	var passed atomic.Int64

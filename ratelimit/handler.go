@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -14,8 +15,20 @@ import (
 // the zone that would have rejected the request (for logs and matchers).
 const ObservedVar = "throttle_observed"
 
+// RejectedVar is the request variable set to the name of the zone that
+// rejected the request: {http.vars.throttle_rejected} in handle_errors and
+// access logs (log_append).
+const RejectedVar = "throttle_rejected"
+
 // errUnavailable is what on_error deny answers while Redis cannot decide.
 var errUnavailable = errors.New("throttle: rate limit store unavailable")
+
+// zoneSet is a set of a handler's zones by index (maxZones bits).
+type zoneSet uint8
+
+const allZones = zoneSet(1<<maxZones - 1)
+
+func (s zoneSet) has(i int) bool { return s&(1<<i) != 0 }
 
 // ServeHTTP decides the request in every zone, then passes it on or
 // rejects it.
@@ -23,11 +36,30 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	var keys [maxZones]requestKey
 	var out [maxZones]outcome
 	n := len(h.zones)
+	// active are the zones that decide this request: all, but for those
+	// whose key was empty under on_empty_key skip.
+	active, denied := allZones, -1
 	for i, z := range h.zones {
 		if j := h.sameKey[i]; j >= 0 {
 			keys[i] = keys[j]
-		} else {
-			keys[i] = z.key.key(r)
+			if !active.has(j) {
+				active &^= 1 << i
+			}
+			continue
+		}
+		var empty bool
+		if keys[i], empty = z.key.key(r); empty {
+			if !h.emptyKey(r, i, &keys[i]) {
+				if z.key.onEmpty == EmptyKeyDeny && denied < 0 {
+					denied = i
+				}
+				active &^= 1 << i
+			}
+		}
+	}
+	if denied >= 0 {
+		if done, err := h.denyEmpty(w, r, denied); done {
+			return err
 		}
 	}
 	// Only charge_on zones are given back; their holds go where the
@@ -36,7 +68,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	var cw *chargeWriter
 	var hs []hold
 	if h.charging {
-		cw = &chargeWriter{h: h, r: r, n: n}
+		cw = &chargeWriter{h: h, r: r, n: n, active: active}
 		hs = cw.holds[:n]
 		// Its give-back comes after next, maybe after a reload cleaned h
 		// up: the Redis client must outlive it.
@@ -44,7 +76,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			defer h.redis.unhold()
 		}
 	}
-	allowed, err := h.decide(r, keys[:n], out[:n], hs)
+	allowed, err := h.decide(r, keys[:n], out[:n], hs, active)
 	if err != nil {
 		throttleMetrics.storeErrors.Inc()
 		// Real failures are few (the breaker opens after a handful); while
@@ -62,11 +94,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return next.ServeHTTP(w, r)
 	}
 	if h.headers {
-		h.setHeaders(w.Header(), keys[:n], out[:n])
+		h.setHeaders(w.Header(), keys[:n], out[:n], active)
 	}
 	if allowed {
-		for _, z := range h.zones {
-			z.counters.allowed.Inc()
+		for i, z := range h.zones {
+			if active.has(i) {
+				z.counters.allowed.Inc()
+			}
+		}
+		if h.slotted {
+			return h.serveHolding(w, r, next, cw, &keys, active)
 		}
 		if h.charging {
 			return h.serveCharged(w, r, next, cw, keys[:n])
@@ -78,13 +115,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	by := -1
 	var wait time.Duration
 	for i, z := range h.zones {
-		if out[i].allowed {
+		if out[i].allowed || !active.has(i) {
 			continue
 		}
 		if by < 0 {
 			by = i
 		}
-		wait = max(wait, z.limit.wait(out[i]))
+		wait = max(wait, z.wait(out[i]))
 		if h.observe {
 			z.counters.observed.Inc()
 		} else {
@@ -96,28 +133,90 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		caddyhttp.SetVar(r.Context(), ObservedVar, z.name)
 		// The partition key, never the key: a key may be a credential.
 		h.logger.Info("would reject (observe mode)",
-			zap.String("zone", z.name), zap.String("pk", keys[by].pkString()))
+			zap.String("zone", z.name), zap.String("pk", keys[by].pkString()), zap.String("rule", z.rule))
 		return next.ServeHTTP(w, r)
 	}
-	w.Header().Set("Retry-After", strconv.FormatInt(max(1, ceilSeconds(wait)), 10))
+	retryAfter := max(1, ceilSeconds(wait))
+	h.logRejection(r, z, &keys[by], z.rule, retryAfter)
+	w.Header().Set("Retry-After", strconv.FormatInt(retryAfter, 10))
 	if h.writeProblem(w, r) {
 		return nil
 	}
 	return caddyhttp.Error(h.Status, z.reject)
 }
 
-// decide asks the store about every zone at once; holds (nil without
+// emptyKey applies zone i's on_empty_key to a request whose key expanded
+// to nothing: counted, and said once per zone with the fix. It reports
+// whether the zone still decides the request (client_ip: keyed on the
+// caller's address instead, in *rk).
+func (h *Handler) emptyKey(r *http.Request, i int, rk *requestKey) bool {
+	z := h.zones[i]
+	z.counters.empty.Inc()
+	if !z.warnedEmpty.Load() && z.warnedEmpty.CompareAndSwap(false, true) {
+		fields := []zap.Field{zap.String("zone", z.name), zap.String("key", z.key.template), zap.String("on_empty_key", string(z.key.onEmpty))}
+		if strings.Contains(z.key.template, "{http.auth.") {
+			fields = append(fields, zap.String("fix", "{http.auth.*} is set by authentication (basic_auth, forward_auth...), which by default runs after throttle: add `order throttle after basic_auth` to the global options, or put both in a route in that order"))
+		}
+		h.logger.Warn("key expanded to nothing (said once per zone; counted in caddy_throttle_empty_keys_total)", fields...)
+	}
+	if z.key.onEmpty == EmptyKeyClientIP {
+		*rk = z.key.callerAddr(r)
+		return true
+	}
+	return false
+}
+
+// denyEmpty rejects a request whose key in zone i expanded to nothing
+// under on_empty_key deny (in observe mode, it is counted, logged and
+// marked, and goes on: done false). No Retry-After: waiting gives it no
+// key.
+func (h *Handler) denyEmpty(w http.ResponseWriter, r *http.Request, i int) (done bool, err error) {
+	z := h.zones[i]
+	const rule = "on_empty_key deny"
+	var none requestKey
+	if h.observe {
+		z.counters.observed.Inc()
+		caddyhttp.SetVar(r.Context(), ObservedVar, z.name)
+		h.logger.Info("would reject (observe mode)", zap.String("zone", z.name), zap.String("pk", none.pkString()), zap.String("rule", rule))
+		return false, nil
+	}
+	z.counters.rejected.Inc()
+	h.logRejection(r, z, &none, rule, 0)
+	if h.writeProblem(w, r) {
+		return true, nil
+	}
+	return true, caddyhttp.Error(h.Status, z.reject)
+}
+
+// logRejection marks the request with the refusing zone (RejectedVar) and
+// logs the rejection at log_rejections' level: the zone, the caller's
+// partition key (never the key, which may be a credential) and the rule.
+func (h *Handler) logRejection(r *http.Request, z *zone, rk *requestKey, rule string, retryAfter int64) {
+	caddyhttp.SetVar(r.Context(), RejectedVar, z.name)
+	if !h.rejectLog {
+		return
+	}
+	if ce := h.logger.Check(h.rejectLevel, "rejected"); ce != nil {
+		fields := []zap.Field{zap.String("zone", z.name), zap.String("pk", rk.pkString()), zap.String("rule", rule), zap.Int("status", h.Status)}
+		if retryAfter > 0 {
+			fields = append(fields, zap.Int64("retry_after", retryAfter))
+		}
+		ce.Write(fields...)
+	}
+}
+
+// decide asks the store about the active zones at once; holds (nil without
 // charge_on zones) receives what giving back each charge_on zone's charge
 // takes.
-func (h *Handler) decide(r *http.Request, keys []requestKey, out []outcome, holds []hold) (bool, error) {
+func (h *Handler) decide(r *http.Request, keys []requestKey, out []outcome, holds []hold, active zoneSet) (bool, error) {
 	if h.redis != nil {
-		return h.redis.decide(r.Context(), keys, out, holds)
+		return h.redis.decide(r.Context(), keys, out, holds, active)
 	}
 	var hashes [maxZones]uint64
 	for i := range keys {
 		hashes[i] = keys[i].hash()
 	}
-	return decideMemory(h.zones, hashes[:len(keys)], h.clock(r), out, holds), nil
+	return decideMemory(h.zones, hashes[:len(keys)], h.clock(r), out, holds, active), nil
 }
 
 // clock is when the request arrived, on the memory store's clock. Caddy
@@ -141,17 +240,19 @@ func (h *Handler) clockNow() int64 {
 }
 
 // setHeaders writes RateLimit-Policy and RateLimit (see headers.go): one
-// list member per zone, each with the caller's partition key.
+// list member per zone, each with the caller's partition key. A zone left
+// out of the request (on_empty_key) has no RateLimit member: it says
+// nothing about this caller.
 //
 // Both fields take their value from one two-element array (one allocation,
 // as net/textproto does), each capped so an Add to one cannot touch the
 // other: Caddy's header handler replaces values in place.
-func (h *Handler) setHeaders(hdr http.Header, keys []requestKey, out []outcome) {
+func (h *Handler) setHeaders(hdr http.Header, keys []requestKey, out []outcome, active zoneSet) {
 	var pks [maxZones][pkSize]byte
 	for i := range h.zones {
 		if j := h.sameKey[i]; j >= 0 {
 			pks[i] = pks[j]
-		} else {
+		} else if active.has(i) {
 			pks[i] = keys[i].pk()
 		}
 	}
@@ -159,7 +260,10 @@ func (h *Handler) setHeaders(hdr http.Header, keys []requestKey, out []outcome) 
 	var buf [512]byte
 	b := buf[:0]
 	for i := range h.zones {
-		if i > 0 {
+		if !active.has(i) {
+			continue
+		}
+		if len(b) > 0 {
 			b = append(b, ", "...)
 		}
 		b = append(b, h.policies[i]...)
@@ -168,13 +272,19 @@ func (h *Handler) setHeaders(hdr http.Header, keys []requestKey, out []outcome) 
 	vals[0] = string(b)
 	b = buf[:0]
 	for i, z := range h.zones {
-		if i > 0 {
+		if !active.has(i) {
+			continue
+		}
+		if len(b) > 0 {
 			b = append(b, ", "...)
 		}
 		b = appendState(b, z, out[i])
 		b = appendPK(b, &pks[i])
 	}
 	vals[1] = string(b)
+	if vals[0] == "" {
+		return
+	}
 	hdr["Ratelimit-Policy"] = vals[0:1:1]
 	hdr["Ratelimit"] = vals[1:2:2]
 }

@@ -42,9 +42,23 @@ func policyItem(name string, r rate, burst int64) string {
 	return sfString(name) + ";q=" + strconv.FormatInt(q, 10) + ";w=" + strconv.FormatInt(w, 10)
 }
 
+// slotsPolicyItem is a concurrent zone's RateLimit-Policy member without
+// its pk: quota n in the draft's quota unit for requests in flight, and no
+// window (a slot is free again when a request ends, not after a time).
+func slotsPolicyItem(name string, n int64) string {
+	return sfString(name) + ";q=" + strconv.FormatInt(n, 10) + `;qu="concurrent-requests"`
+}
+
 // appendState appends a zone's RateLimit list member without its pk: r
-// requests allowed right now, t seconds until the next one is.
+// requests allowed right now, t seconds until the next one is. A
+// concurrent zone has r, its free slots, and no t: when one frees is up
+// to the requests in flight.
 func appendState(b []byte, z *zone, o outcome) []byte {
+	if z.slots > 0 {
+		b = append(b, z.quoted...)
+		b = append(b, ";r="...)
+		return strconv.AppendInt(b, max(0, z.slots-o.after), 10)
+	}
 	b = append(b, z.quoted...)
 	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, z.limit.remaining(o), 10)

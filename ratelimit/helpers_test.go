@@ -91,3 +91,6 @@ func serveWith(t testing.TB, h *Handler, clientIP string, hdr map[string]string,
 func newContext() (caddy.Context, context.CancelFunc) {
 	return caddy.NewContext(caddy.Context{Context: context.Background()})
 }
+
+// first is a call's first result.
+func first[T any](v T, _ bool) T { return v }

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -27,8 +28,14 @@ type keyTemplate struct {
 	// placeholder is the name when the template is one placeholder and
 	// nothing else: Get it from the replacer, sparing ReplaceAll's builder.
 	placeholder string
-	v4bits      int
-	v6bits      int
+	// literal is the length of what the template expands to when every
+	// placeholder in it is empty: an expansion of that length carries
+	// nothing of the request (each placeholder adds its value's length);
+	// -1 for a template without placeholders, a budget shared on purpose.
+	literal int
+	v4bits  int
+	v6bits  int
+	onEmpty OnEmptyKey
 }
 
 // parseKeyTemplate checks that every placeholder in s is well formed: each
@@ -38,7 +45,7 @@ func parseKeyTemplate(s string) (keyTemplate, error) {
 	if strings.TrimSpace(s) == "" {
 		return keyTemplate{}, fmt.Errorf("key is empty: use a placeholder such as {client_ip} or {http.request.header.X-Api-Key}")
 	}
-	open := -1
+	open, placeholders := -1, 0
 	for i := 0; i < len(s); i++ {
 		switch s[i] {
 		case '\\':
@@ -55,6 +62,10 @@ func parseKeyTemplate(s string) (keyTemplate, error) {
 			if i == open+1 {
 				return keyTemplate{}, fmt.Errorf("key %q: empty placeholder {} at %d", s, open)
 			}
+			if err := checkPlaceholder(s[open+1 : i]); err != nil {
+				return keyTemplate{}, fmt.Errorf("key %q: %v", s, err)
+			}
+			placeholders++
 			open = -1
 		}
 	}
@@ -64,6 +75,10 @@ func parseKeyTemplate(s string) (keyTemplate, error) {
 	k := keyTemplate{
 		template: s,
 		clientIP: s == defaultKey || s == "{client_ip}",
+		literal:  -1, // no placeholder: one budget for all, on purpose
+	}
+	if placeholders > 0 {
+		k.literal = len(caddy.NewEmptyReplacer().ReplaceAll(s, ""))
 	}
 	if name, ok := strings.CutPrefix(s, "{"); ok && !k.clientIP {
 		if name, ok = strings.CutSuffix(name, "}"); ok && !strings.ContainsAny(name, "{}\\") {
@@ -71,6 +86,62 @@ func parseKeyTemplate(s string) (keyTemplate, error) {
 		}
 	}
 	return k, nil
+}
+
+// checkPlaceholder refuses, in a key, a placeholder that cannot have a
+// value where throttle runs: one Caddy does not know under
+// http.request. (a typo such as {http.request.headr.X-Api-Key}, which
+// would be empty on every request), or one set only once the request has
+// been decided (the response, the upstream, an error for handle_errors).
+// Caddy's own replacer says which http.request. names exist. What depends
+// on the route (a variable, {http.auth.user.id}, which is empty unless
+// authentication ran before throttle) cannot be known here: Caddy
+// provisions a handler without telling it what runs before it, so the
+// first request that finds such a key empty logs a warning with the fix,
+// and on_empty_key decides.
+func checkPlaceholder(name string) error {
+	for _, late := range []struct{ prefix, what string }{
+		{"http.response.", "the response"},
+		{"http.reverse_proxy.", "reverse_proxy's upstream"},
+		{"http.error.", "an error, for handle_errors"},
+		{"err.", "an error, for handle_errors"},
+	} {
+		if strings.HasPrefix(name, late.prefix) {
+			return fmt.Errorf("{%s} has a value only after throttle has decided (it belongs to %s): key on the request, e.g. {http.request.header.X-Api-Key}, {client_ip} or {http.auth.user.id}", name, late.what)
+		}
+	}
+	switch name {
+	case "http.request.uuid", "http.request.duration", "http.request.duration_ms":
+		return fmt.Errorf("{%s} differs on every request, so no caller would ever be limited: key on who calls, e.g. {client_ip} or {http.request.header.X-Api-Key}", name)
+	case "http.request.body", "http.request.body_base64":
+		return fmt.Errorf("{%s} would read the whole request body into memory before the limit decides, for every caller, limited or not: key on who calls, e.g. {client_ip} or {http.request.header.X-Api-Key}", name)
+	}
+	if strings.HasPrefix(name, "http.request.") {
+		if !requestPlaceholder(name) {
+			return fmt.Errorf("{%s} is not a placeholder Caddy knows, so it would be empty on every request (one budget for every caller): check its spelling, e.g. {http.request.header.<Field>}, {http.request.cookie.<name>}, {http.request.uri.query.<param>}, {http.request.remote.host}", name)
+		}
+	}
+	return nil
+}
+
+// requestPlaceholder reports whether Caddy knows the http.request.
+// placeholder name: its replacer, on a request of its own (one per check:
+// some placeholders keep state in their request), with what Caddy's server
+// puts in a request's context (some placeholders assume it is there). A
+// placeholder that panics all the same is taken as known: the check must
+// never end the process that loads a config.
+func requestPlaceholder(name string) (known bool) {
+	defer func() {
+		if recover() != nil {
+			known = true
+		}
+	}()
+	ctx := context.WithValue(context.Background(), caddyhttp.VarsCtxKey, map[string]any{})
+	ctx = context.WithValue(ctx, caddyhttp.ExtraLogFieldsCtxKey, new(caddyhttp.ExtraLogFields))
+	r, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://localhost/", http.NoBody)
+	repl := caddyhttp.NewTestReplacer(r)
+	_, known = repl.Get(name)
+	return known
 }
 
 // requestKey is one zone's key for one request: an address (already cut to
@@ -82,15 +153,16 @@ type requestKey struct {
 }
 
 // key expands the template for r. An expanded key that is an IP address is
-// grouped by its prefix, so 2001:db8:1:2::a and ::b are one caller.
-func (k *keyTemplate) key(r *http.Request) requestKey {
-	var s string
+// grouped by its prefix, so 2001:db8:1:2::a and ::b are one caller. empty
+// reports a template whose every placeholder expanded to nothing: as it
+// is, that key would be one budget shared by every such caller, so the
+// zone's on_empty_key decides instead.
+func (k *keyTemplate) key(r *http.Request) (rk requestKey, empty bool) {
 	if k.clientIP {
-		s, _ = caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
-		if s == "" {
-			s, _, _ = net.SplitHostPort(r.RemoteAddr)
-		}
-	} else {
+		return k.callerAddr(r), false
+	}
+	var s string
+	{
 		repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 		if repl == nil {
 			repl = caddy.NewReplacer()
@@ -102,6 +174,17 @@ func (k *keyTemplate) key(r *http.Request) requestKey {
 		} else {
 			s = repl.ReplaceAll(k.template, "")
 		}
+	}
+	return k.fromString(s), len(s) == k.literal
+}
+
+// callerAddr is the caller's address, as client_ip resolved it (else the
+// TCP peer), cut to the zone's prefix: the default key, and what an empty
+// key falls back to under on_empty_key client_ip.
+func (k *keyTemplate) callerAddr(r *http.Request) requestKey {
+	s, _ := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
+	if s == "" {
+		s, _, _ = net.SplitHostPort(r.RemoteAddr)
 	}
 	return k.fromString(s)
 }

@@ -81,8 +81,8 @@ func TestLongPeriodRefused(t *testing.T) {
 	}{
 		{Zone{Name: "z", Rate: "1/2562047h"}, `throttle: zone "z": rate "1/2562047h": duration 2562047h0m0s is longer than the maximum of 366 days (8784h)`},
 		{Zone{Name: "z", Rate: "1000/8785h"}, `throttle: zone "z": rate "1000/8785h": duration 8785h0m0s is longer than the maximum`},
-		{Zone{Name: "z", Rate: "1/8784h", Burst: 2}, `throttle: zone "z": burst 2: must be 0..1 at this rate (a full burst must refill within 366 days)`},
-		{Zone{Name: "z", Rate: "10/s", Burst: 316224001}, `throttle: zone "z": burst 316224001: must be 0..316224000 at this rate`},
+		{Zone{Name: "z", Rate: "1/8784h", Burst: new(int64(2))}, `throttle: zone "z": burst 2: must be 0..1 at this rate (a full burst must refill within 366 days)`},
+		{Zone{Name: "z", Rate: "10/s", Burst: new(int64(316224001))}, `throttle: zone "z": burst 316224001: must be 0..316224000 at this rate`},
 	} {
 		ctx, cancel := newContext()
 		h := Handler{Zones: []*Zone{&tc.zone}}
@@ -93,7 +93,7 @@ func TestLongPeriodRefused(t *testing.T) {
 			t.Errorf("%+v: error %v, want %q...", tc.zone, err, tc.want)
 		}
 	}
-	for _, ok := range []Zone{{Name: "z", Rate: "1/8784h"}, {Name: "z", Rate: "10/s", Burst: 316224000}, {Name: "z", Rate: "1000000000/8784h", Burst: 1000000000}} {
+	for _, ok := range []Zone{{Name: "z", Rate: "1/8784h"}, {Name: "z", Rate: "10/s", Burst: new(int64(316224000))}, {Name: "z", Rate: "1000000000/8784h", Burst: new(int64(1000000000))}} {
 		provision(t, &Handler{Zones: []*Zone{&ok}}, nil)
 	}
 	d := caddyfile.NewTestDispenser(`throttle {

@@ -211,15 +211,19 @@ func (s *shard) drop(h uint64) {
 	}
 }
 
-// decideMemory decides one request across zones, all or nothing: the shards
-// of every zone are locked (in zone order, so concurrent requests cannot
-// deadlock), every zone is checked, and only if all allow is any TAT
-// advanced. A charge_on zone is charged up front like any other, and holds
-// (one per zone, nil if the handler has no charge_on zone) receives what
-// giving its charge back takes (chargeon.go). zones must be sorted by seq;
-// out receives one outcome per zone.
-func decideMemory(zones []*zone, hashes []uint64, now int64, out []outcome, holds []hold) bool {
+// decideMemory decides one request across the active zones, all or
+// nothing: the shards of every zone are locked (in zone order, so
+// concurrent requests cannot deadlock), every zone is checked, and only if
+// all allow is any TAT advanced (or slot taken, in a concurrent zone). A
+// charge_on zone is charged up front like any other, and holds (one per
+// zone, nil if the handler has no charge_on zone) receives what giving its
+// charge back takes (chargeon.go). zones must be sorted by seq; out
+// receives one outcome per active zone.
+func decideMemory(zones []*zone, hashes []uint64, now int64, out []outcome, holds []hold, active zoneSet) bool {
 	if len(zones) == 1 {
+		if !active.has(0) {
+			return true
+		}
 		var h *hold
 		if holds != nil {
 			h = &holds[0]
@@ -230,18 +234,35 @@ func decideMemory(zones []*zone, hashes []uint64, now int64, out []outcome, hold
 	var next [maxZones]int64
 	var exists [maxZones]bool
 	for i, z := range zones {
-		shards[i] = z.table.shard(hashes[i])
-		shards[i].mu.Lock()
+		if active.has(i) {
+			shards[i] = z.table.shard(hashes[i])
+			shards[i].mu.Lock()
+		}
 	}
 	ok := true
 	for i, z := range zones {
-		var tat int64
-		tat, exists[i] = shards[i].m[hashes[i]]
-		out[i], next[i] = z.limit.check(tat, now)
+		if !active.has(i) {
+			continue
+		}
+		var v int64
+		v, exists[i] = shards[i].m[hashes[i]]
+		if z.slots > 0 {
+			out[i], next[i] = z.table.checkSlot(shards[i], z.slots, v, exists[i])
+		} else {
+			out[i], next[i] = z.limit.check(v, now)
+		}
 		ok = ok && out[i].allowed
 	}
 	if ok {
 		for i, z := range zones {
+			if !active.has(i) {
+				continue
+			}
+			if z.slots > 0 {
+				shards[i].m[hashes[i]] = next[i]
+				out[i].after = next[i]
+				continue
+			}
 			z.table.store(shards[i], hashes[i], next[i], now, exists[i])
 			if z.chargeOn != nil {
 				// after is 0 iff the stored TAT was not after now.
@@ -251,7 +272,9 @@ func decideMemory(zones []*zone, hashes []uint64, now int64, out []outcome, hold
 		}
 	}
 	for i := range zones {
-		shards[i].mu.Unlock()
+		if active.has(i) {
+			shards[i].mu.Unlock()
+		}
 	}
 	return ok
 }
@@ -261,18 +284,54 @@ func decideMemory(zones []*zone, hashes []uint64, now int64, out []outcome, hold
 func decideOne(z *zone, h uint64, now int64, out *outcome, hd *hold) bool {
 	s := z.table.shard(h)
 	s.mu.Lock()
-	tat, exists := s.m[h]
-	o, next := z.limit.check(tat, now)
+	v, exists := s.m[h]
+	if z.slots > 0 {
+		o, next := z.table.checkSlot(s, z.slots, v, exists)
+		if o.allowed {
+			s.m[h] = next
+			o.after = next
+		}
+		s.mu.Unlock()
+		*out = o
+		return o.allowed
+	}
+	o, next := z.limit.check(v, now)
 	if o.allowed {
 		z.table.store(s, h, next, now, exists)
 		o.after = next - now
 		if z.chargeOn != nil {
-			*hd = z.table.hold(s, h, tat <= now, next, now)
+			*hd = z.table.hold(s, h, v <= now, next, now)
 		}
 	}
 	s.mu.Unlock()
 	*out = o
 	return o.allowed
+}
+
+// A concurrent zone's table holds, per key, how many of its requests are
+// in flight (at least 1; a key with none is deleted). Nothing in it
+// expires or is evicted: a slot is only given up by the request holding
+// it (releaseSlot), so a full shard refuses a new key instead, the strict
+// side, which takes max_keys callers with requests in flight at once.
+
+// checkSlot is the test for one more request of a key with inFlight
+// requests in flight (the shard is locked): its outcome (after is the
+// count, as RateLimit's r needs) and the count to store if it is taken.
+func (t *memoryTable) checkSlot(s *shard, slots, inFlight int64, exists bool) (outcome, int64) {
+	ok := inFlight < slots && (exists || len(s.m) < int(t.perShard.Load()))
+	return outcome{allowed: ok, after: inFlight}, inFlight + 1
+}
+
+// releaseSlot gives back one slot of key h in a concurrent zone.
+func releaseSlot(z *zone, h uint64) {
+	s := z.table.shard(h)
+	s.mu.Lock()
+	if n := s.m[h]; n > 1 {
+		s.m[h] = n - 1
+	} else {
+		delete(s.m, h)
+	}
+	s.mu.Unlock()
 }
 
 // hold records a charge_on key's up-front charge, to next (the shard is

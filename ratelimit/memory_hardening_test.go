@@ -23,7 +23,7 @@ func TestEvictionNeverDropsLiveWhileExpiredHeld(t *testing.T) {
 		zs := []*zone{z}
 		var out [1]outcome
 		decide := func(h uint64, now int64) bool {
-			return decideMemory(zs, []uint64{h}, now, out[:], nil)
+			return decideMemory(zs, []uint64{h}, now, out[:], nil, allZones)
 		}
 		t0 := int64(time.Hour)
 		c, b := key(0), key(1)
@@ -78,7 +78,7 @@ func TestRefusedConfigKeepsZoneBound(t *testing.T) {
 		var out [1]outcome
 		for i := range n {
 			h := requestKey{text: "filler-" + strconv.Itoa(from+i)}.hash()
-			decideMemory(running.zones, []uint64{h}, c.ns, out[:], nil)
+			decideMemory(running.zones, []uint64{h}, c.ns, out[:], nil, allZones)
 		}
 	}
 	fill(0, 300)
@@ -127,7 +127,7 @@ func TestRefusedConfigKeepsZoneBound(t *testing.T) {
 	// A shard shrinks when a key is inserted into it: 2000 reach all 64.
 	for i := range 2000 {
 		h := requestKey{text: "after-" + strconv.Itoa(i)}.hash()
-		decideMemory(next.zones, []uint64{h}, c.ns, out[:], nil)
+		decideMemory(next.zones, []uint64{h}, c.ns, out[:], nil, allZones)
 	}
 	if n := z.table.len(); n > 64 {
 		t.Fatalf("new config's max_keys 64 not applied after the old config's cleanup: %d keys held", n)
@@ -169,7 +169,7 @@ func TestEvictionOrderRandomized(t *testing.T) {
 		// Room for one more; after a max_keys cut, more than one.
 		need := len(s.m) - int(z.table.perShard.Load()) + 1
 		before := z.table.evictions.Load()
-		decideMemory(zs, []uint64{h}, now, out[:], nil)
+		decideMemory(zs, []uint64{h}, now, out[:], nil, allZones)
 		if !exists && need > 0 && expired > 0 {
 			checked++
 			if ev := z.table.evictions.Load() - before; ev > uint64(max(0, need-expired)) {

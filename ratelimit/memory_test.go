@@ -31,7 +31,7 @@ func TestMemoryBoundUnderFlood(t *testing.T) {
 	now := int64(time.Hour)
 	for i := range 20 * maxKeys {
 		k := requestKey{text: "spoofed-" + strconv.Itoa(i)}
-		if !decideMemory(zs, []uint64{k.hash()}, now, out[:], nil) {
+		if !decideMemory(zs, []uint64{k.hash()}, now, out[:], nil, allZones) {
 			t.Fatalf("fresh key %d rejected", i)
 		}
 		now += int64(time.Microsecond)
@@ -61,34 +61,34 @@ func TestMemoryDropsExpiredFirst(t *testing.T) {
 	hash := func(i int) uint64 { return requestKey{text: "k" + strconv.Itoa(i)}.hash() }
 	// Old keys fill the table, then expire (TAT = t0 + 1s).
 	for i := range maxKeys / 2 {
-		decideMemory(zs, []uint64{hash(i)}, now, out[:], nil)
+		decideMemory(zs, []uint64{hash(i)}, now, out[:], nil, allZones)
 	}
 	now += int64(2 * time.Second)
 	// Live keys; each shard is about half full after this.
 	live := maxKeys / 4
 	for i := range live {
-		decideMemory(zs, []uint64{hash(maxKeys + i)}, now, out[:], nil)
+		decideMemory(zs, []uint64{hash(maxKeys + i)}, now, out[:], nil, allZones)
 	}
 	// More new keys than free room: only expired keys may go.
 	for i := range maxKeys / 5 {
-		decideMemory(zs, []uint64{hash(2*maxKeys + i)}, now, out[:], nil)
+		decideMemory(zs, []uint64{hash(2*maxKeys + i)}, now, out[:], nil, allZones)
 	}
 	if ev := z.table.evictions.Load(); ev != 0 {
 		t.Fatalf("%d live keys dropped while expired ones were there", ev)
 	}
 	// Every live key is still limited (1/s, no burst): all rejected now.
 	for i := range live {
-		if decideMemory(zs, []uint64{hash(maxKeys + i)}, now, out[:], nil) {
+		if decideMemory(zs, []uint64{hash(maxKeys + i)}, now, out[:], nil, allZones) {
 			t.Fatalf("live key %d was forgotten", i)
 		}
 	}
 }
 
-// TestReloadKeepsStateAndAppliesNewRate: a new config generation finds the
+// TestReloadKeepsStateAndAppliesNewRate (strict spacing, burst 0): a new config generation finds the
 // zone's keys by name, and its new rate applies to them.
 func TestReloadKeepsStateAndAppliesNewRate(t *testing.T) {
 	c := &fakeClock{ns: int64(time.Hour)}
-	old := memoryHandler(t, c, &Zone{Name: "reload", Rate: "2/1m"})
+	old := memoryHandler(t, c, &Zone{Name: "reload", Rate: "2/1m", Burst: new(int64(0))})
 	for range 2 {
 		serve(t, old, "192.0.2.1", nil)
 	}
@@ -97,7 +97,7 @@ func TestReloadKeepsStateAndAppliesNewRate(t *testing.T) {
 	}
 	// New generation, new rate: 2/1m -> 4/1m. The key has TAT now+60s,
 	// new interval 15s, tolerance 0: not allowed until 45s have passed.
-	next := memoryHandler(t, c, &Zone{Name: "reload", Rate: "4/1m"})
+	next := memoryHandler(t, c, &Zone{Name: "reload", Rate: "4/1m", Burst: new(int64(0))})
 	_ = old.Cleanup() // as Caddy does once the new config runs
 	if serve(t, next, "192.0.2.1", nil).passed {
 		t.Fatal("state was lost on reload: caller got a fresh budget")
@@ -149,7 +149,7 @@ func TestValidateRefuses(t *testing.T) {
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s", IPv4Prefix: 33}}}, `throttle: zone "z": ipv4_prefix 33: must be 1..32`},
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s", IPv6Prefix: 129}}}, `throttle: zone "z": ipv6_prefix 129: must be 1..128`},
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s", IPv6Prefix: -1}}}, `throttle: zone "z": ipv6_prefix -1`},
-		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s", Burst: -1}}}, `throttle: zone "z": burst -1`},
+		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s", Burst: new(int64(-1))}}}, `throttle: zone "z": burst -1`},
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s", Key: "{oops"}}}, `throttle: zone "z": key "{oops": placeholder at 0 is not closed`},
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s"}, {Name: "z", Rate: "2/s"}}}, `throttle: zone "z" declared twice in one handler`},
 		{Handler{Zones: []*Zone{{Name: "z", Rate: "1/s"}}, Store: &Store{Type: "disk"}}, `throttle: store "disk": must be memory or redis`},
@@ -188,7 +188,7 @@ func BenchmarkMemoryDecision(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				decideMemory(zs, hashes[i&mask:][:1], now+int64(i)*100, out[:], nil)
+				decideMemory(zs, hashes[i&mask:][:1], now+int64(i)*100, out[:], nil, allZones)
 				i++
 			}
 		})
@@ -201,7 +201,7 @@ func BenchmarkMemoryDecision(b *testing.B) {
 				i := int(seed.Add(7919))
 				now := monotonicNow()
 				for pb.Next() {
-					decideMemory(zs, hashes[i&mask:][:1], now+int64(i)*100, out[:], nil)
+					decideMemory(zs, hashes[i&mask:][:1], now+int64(i)*100, out[:], nil, allZones)
 					i++
 				}
 			})
@@ -222,7 +222,7 @@ func BenchmarkMemoryDecision(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			h[0] = z.key.fromString(ips[i&1023]).hash()
-			decideMemory(zs, h[:], now+int64(i)*100, out[:], nil)
+			decideMemory(zs, h[:], now+int64(i)*100, out[:], nil, allZones)
 			i++
 		}
 	})
@@ -241,7 +241,7 @@ func BenchmarkMemoryBytesPerKey(b *testing.B) {
 		var out [1]outcome
 		now := monotonicNow()
 		for i := range keys {
-			decideMemory(zs, []uint64{uint64(i) * 0x9E3779B97F4A7C15}, now, out[:], nil)
+			decideMemory(zs, []uint64{uint64(i) * 0x9E3779B97F4A7C15}, now, out[:], nil, allZones)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
@@ -278,13 +278,13 @@ func BenchmarkMemoryFlood(b *testing.B) {
 	i := uint64(0)
 	for range 3 * maxKeys { // fill first: the benchmark measures a full table
 		h[0] = i * 0x9E3779B97F4A7C15
-		decideMemory(zs, h[:], now, out[:], nil)
+		decideMemory(zs, h[:], now, out[:], nil, allZones)
 		i++
 	}
 	b.ReportAllocs()
 	for b.Loop() {
 		h[0] = i * 0x9E3779B97F4A7C15
-		decideMemory(zs, h[:], now, out[:], nil)
+		decideMemory(zs, h[:], now, out[:], nil, allZones)
 		i++
 	}
 	b.StopTimer()
@@ -304,17 +304,23 @@ func BenchmarkMemoryFlood(b *testing.B) {
 // with Caddy's own cost per request (tens of µs) for the end-to-end share.
 // two-zones-one-key is the usual short-burst plus sustained limit on one
 // caller: the key is derived once for both zones. charge-on adds the
-// response writer wrapper and the charge after the response.
+// response writer wrapper and the charge after the response; concurrent is
+// a concurrent zone's cost in the same run, rate+concurrent both kinds on
+// one caller.
 func BenchmarkHandler(b *testing.B) {
 	for _, bc := range []struct {
 		name  string
 		zones []*Zone
 	}{
-		{"one-zone", []*Zone{{Name: "bench-handler", Rate: "1000000/s", Burst: 100}}},
-		{"two-zones-one-key", []*Zone{{Name: "bench-handler-burst", Rate: "1000000/s", Burst: 100}, {Name: "bench-handler-sustained", Rate: "1000000/s", Burst: 50}}},
+		{"one-zone", []*Zone{{Name: "bench-handler", Rate: "1000000/s", Burst: new(int64(100))}}},
+		{"two-zones-one-key", []*Zone{{Name: "bench-handler-burst", Rate: "1000000/s", Burst: new(int64(100))}, {Name: "bench-handler-sustained", Rate: "1000000/s", Burst: new(int64(50))}}},
 		// charge_on: the check, the wrapped writer, and a charge (next
 		// answers 200, charged here so the charge's cost is in).
-		{"charge-on", []*Zone{{Name: "bench-handler-charge", Rate: "1000000/s", Burst: 100, ChargeOn: &ChargeOn{Status: []int{200}}}}},
+		{"charge-on", []*Zone{{Name: "bench-handler-charge", Rate: "1000000/s", Burst: new(int64(100)), ChargeOn: &ChargeOn{Status: []int{200}}}}},
+		// concurrent: a slot taken at the decision and given back when
+		// next returns (a second shard lock), beside one-zone's rate.
+		{"concurrent", []*Zone{{Name: "bench-handler-concurrent", Concurrent: 100}}},
+		{"rate+concurrent", []*Zone{{Name: "bench-handler-rc-rate", Rate: "1000000/s", Burst: new(int64(100))}, {Name: "bench-handler-rc-conc", Concurrent: 100}}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			// The clock advances 1µs a request, the rate's interval: never hit.

@@ -15,6 +15,8 @@ type collectors struct {
 	storeErrors   prometheus.Counter
 	breakerOpen   prometheus.GaugeFunc
 	connectErrors prometheus.Counter
+	emptyKeys     *prometheus.CounterVec
+	inFlight      *prometheus.GaugeVec
 	zones         *zoneCollector
 }
 
@@ -35,6 +37,14 @@ func newThrottleMetrics() (m collectors) {
 		Namespace: "caddy", Subsystem: "throttle", Name: "store_connect_errors_total",
 		Help: "Failed attempts to connect to Redis: refused, TLS (e.g. an unknown CA), AUTH, or the probe script refused (NOPERM).",
 	})
+	m.emptyKeys = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "throttle", Name: "empty_keys_total",
+		Help: "Requests whose key expanded to nothing in a zone, by what on_empty_key did: client_ip (keyed on the caller's address instead), skip (left out of the zone), deny (rejected).",
+	}, []string{"zone", "action"})
+	m.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "caddy", Subsystem: "throttle", Name: "in_flight",
+		Help: "Requests holding a slot of a concurrent zone (all keys together).",
+	}, []string{"zone"})
 	m.zones = &zoneCollector{}
 	return m
 }
@@ -43,17 +53,25 @@ func newThrottleMetrics() (m collectors) {
 // request path does no label lookup.
 type zoneCounters struct {
 	allowed, rejected, observed, charged prometheus.Counter
+	empty                                prometheus.Counter // by the zone's on_empty_key
+	inFlight                             prometheus.Gauge   // concurrent zones
 }
 
 // registerMetrics adds the collectors to a config's registry; several
 // throttle handlers share one registry per config.
 func registerMetrics(reg *prometheus.Registry) error {
 	m := &throttleMetrics
-	return edgemetrics.RegisterAll(reg, m.requests, m.storeErrors, m.breakerOpen, m.connectErrors, m.zones)
+	return edgemetrics.RegisterAll(reg, m.requests, m.storeErrors, m.breakerOpen, m.connectErrors, m.emptyKeys, m.inFlight, m.zones)
 }
 
-func newZoneCounters(zone string) zoneCounters {
+func newZoneCounters(zone string, onEmpty OnEmptyKey, concurrent bool) zoneCounters {
+	var inFlight prometheus.Gauge
+	if concurrent {
+		inFlight = throttleMetrics.inFlight.WithLabelValues(zone)
+	}
 	return zoneCounters{
+		empty:    throttleMetrics.emptyKeys.WithLabelValues(zone, string(onEmpty)),
+		inFlight: inFlight,
 		allowed:  throttleMetrics.requests.WithLabelValues(zone, "allowed"),
 		rejected: throttleMetrics.requests.WithLabelValues(zone, "rejected"),
 		observed: throttleMetrics.requests.WithLabelValues(zone, "observed"),
@@ -78,11 +96,20 @@ func (*zoneCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (*zoneCollector) Collect(ch chan<- prometheus.Metric) {
 	zones.Range(func(k, v any) bool {
-		if t := v.(*zoneState).memory(); t != nil {
-			name := k.(string)
-			ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(t.len()), name)
-			ch <- prometheus.MustNewConstMetric(evictionsDesc, prometheus.CounterValue, float64(t.evictions.Load()), name)
+		rate, slots := v.(*zoneState).memory()
+		if rate == nil && slots == nil {
+			return true
 		}
+		n, evictions := 0, uint64(0)
+		for _, t := range []*memoryTable{rate, slots} {
+			if t != nil {
+				n += t.len()
+				evictions += t.evictions.Load()
+			}
+		}
+		name := k.(string)
+		ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(n), name)
+		ch <- prometheus.MustNewConstMetric(evictionsDesc, prometheus.CounterValue, float64(evictions), name)
 		return true
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 func init() {
@@ -40,6 +41,10 @@ type Handler struct {
 	// Headers adds RateLimit-Policy and RateLimit to every response; default
 	// true.
 	Headers *bool `json:"headers,omitempty"`
+	// LogRejections is the level of the line each rejection logs (zone,
+	// partition key, rule; never the key): debug, info (default), warn,
+	// error, or off.
+	LogRejections LogLevel `json:"log_rejections,omitempty"`
 
 	zones   []*zone // sorted by seq: the memory store's lock order
 	redis   *redisBackend
@@ -50,6 +55,12 @@ type Handler struct {
 	observe bool
 	// charging: some zone has charge_on.
 	charging bool
+	// slotted: some zone is concurrent, whose slots are released when the
+	// request ends.
+	slotted bool
+	// rejectLog: rejections are logged, at rejectLevel.
+	rejectLog   bool
+	rejectLevel zapcore.Level
 	// policies[i] is zone i's RateLimit-Policy member but for its pk.
 	policies []string
 	// sameKey[i] is the first zone before i with the same key, whose
@@ -120,6 +131,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.Status == 0 {
 		h.Status = 429
 	}
+	if h.LogRejections == "" {
+		h.LogRejections = LogInfo
+	}
+	h.rejectLog = h.LogRejections != LogOff
+	h.rejectLevel, _ = zapcore.ParseLevel(string(h.LogRejections))
 	h.headers = h.Headers == nil || *h.Headers
 	h.observe = h.Mode == ModeObserve
 	if err := h.Validate(); err != nil {
@@ -155,7 +171,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if err := z.claim(h.owner, h.storeName(), maxKeys); err != nil {
 			return fmt.Errorf("throttle: %v", err)
 		}
-		z.counters = newZoneCounters(z.name)
+		z.counters = newZoneCounters(z.name, z.key.onEmpty, z.slots > 0)
 	}
 	slices.SortFunc(h.zones, func(a, b *zone) int { return cmp.Compare(a.seq, b.seq) })
 	if h.redis != nil {
@@ -167,10 +183,15 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.sameKey = append(h.sameKey, same)
 	}
 	h.policies = make([]string, len(h.zones))
-	h.charging = false
+	h.charging, h.slotted = false, false
 	for i, z := range h.zones {
 		h.charging = h.charging || z.chargeOn != nil
-		h.policies[i] = policyItem(z.name, z.rate, z.burst)
+		h.slotted = h.slotted || z.slots > 0
+		if z.slots > 0 {
+			h.policies[i] = slotsPolicyItem(z.name, z.slots)
+		} else {
+			h.policies[i] = policyItem(z.name, z.rate, z.burst)
+		}
 	}
 	return nil
 }
@@ -226,6 +247,16 @@ func (h *Handler) Validate() error {
 	if _, err := parseMode(string(h.Mode)); err != nil {
 		return err
 	}
+	if _, err := parseLogLevel(string(h.LogRejections)); err != nil {
+		return err
+	}
+	if h.Store.Type == StoreRedis {
+		for _, z := range h.Zones {
+			if z != nil && z.Concurrent != 0 {
+				return zoneError(z.Name, errConcurrentRedis)
+			}
+		}
+	}
 	return checkStatus(h.Status)
 }
 
@@ -254,6 +285,13 @@ func compileZone(zc *Zone) (*zone, error) {
 	if zc.Key == "" {
 		zc.Key = defaultKey
 	}
+	if zc.OnEmptyKey == "" {
+		zc.OnEmptyKey = EmptyKeyClientIP
+	}
+	onEmpty, err := parseOnEmptyKey(zc.Name, string(zc.OnEmptyKey))
+	if err != nil {
+		return nil, err
+	}
 	if zc.IPv4Prefix == 0 {
 		zc.IPv4Prefix = 32
 	}
@@ -266,18 +304,36 @@ func compileZone(zc *Zone) (*zone, error) {
 	if err := checkIPv6Prefix(zc.Name, zc.IPv6Prefix); err != nil {
 		return nil, err
 	}
-	r, err := checkRate(zc.Name, zc.Rate)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkBurst(zc.Name, zc.Burst, r); err != nil {
-		return nil, err
-	}
 	k, err := checkKey(zc.Name, zc.Key)
 	if err != nil {
 		return nil, err
 	}
-	k.v4bits, k.v6bits = zc.IPv4Prefix, zc.IPv6Prefix
+	k.v4bits, k.v6bits, k.onEmpty = zc.IPv4Prefix, zc.IPv6Prefix, onEmpty
+	if zc.Concurrent != 0 {
+		if err := checkConcurrent(zc); err != nil {
+			return nil, err
+		}
+		rule := "concurrent " + strconv.FormatInt(zc.Concurrent, 10)
+		return &zone{
+			name:   zc.Name,
+			key:    k,
+			slots:  zc.Concurrent,
+			rule:   rule,
+			quoted: sfString(zc.Name),
+			reject: fmt.Errorf("throttle: zone %s: %s: too many requests in flight", strconv.Quote(zc.Name), rule),
+		}, nil
+	}
+	r, err := checkRate(zc.Name, zc.Rate)
+	if err != nil {
+		return nil, err
+	}
+	burst := defaultBurst(r)
+	if zc.Burst != nil {
+		burst = *zc.Burst
+	}
+	if err := checkBurst(zc.Name, burst, r); err != nil {
+		return nil, err
+	}
 	var chargeOn []int
 	if zc.ChargeOn != nil {
 		if err := checkChargeOn(zc.Name, zc.ChargeOn.Status); err != nil {
@@ -290,12 +346,16 @@ func compileZone(zc *Zone) (*zone, error) {
 		name:     zc.Name,
 		key:      k,
 		rate:     r,
-		burst:    zc.Burst,
-		limit:    newLimit(r, zc.Burst),
+		burst:    burst,
+		limit:    newLimit(r, burst),
+		rule:     "rate " + zc.Rate + " burst " + strconv.FormatInt(burst, 10),
 		quoted:   sfString(zc.Name),
 		reject:   fmt.Errorf("throttle: zone %s: rate limit exceeded", strconv.Quote(zc.Name)),
 	}, nil
 }
+
+// errConcurrentRedis says why a concurrent zone needs the memory store.
+var errConcurrentRedis = fmt.Errorf("concurrent needs store memory: on Redis, a slot held by a Caddy node that crashes or loses Redis would never be released (the zone would shrink for good) unless slots were leases renewed while each request runs, which this store does not do; limit in flight per node with the memory store, next to the Redis zones in another throttle")
 
 // Cleanup lets go of the shared zones and Redis client. Requests still in
 // flight (a reload does not wait for them) settle on what they were charged

@@ -65,6 +65,65 @@ func parseOnError(s string) (OnError, error) {
 	return v, nil
 }
 
+// OnEmptyKey is what a zone does with a request whose key expands to
+// nothing (every placeholder in it empty). In JSON it is the plain string.
+type OnEmptyKey string
+
+// On-empty-key policies.
+const (
+	// EmptyKeyClientIP keys the request on the caller's address instead.
+	EmptyKeyClientIP OnEmptyKey = "client_ip"
+	// EmptyKeySkip leaves the request out of this zone.
+	EmptyKeySkip OnEmptyKey = "skip"
+	// EmptyKeyDeny rejects the request.
+	EmptyKeyDeny OnEmptyKey = "deny"
+)
+
+func parseOnEmptyKey(zone, s string) (OnEmptyKey, error) {
+	v, err := enum.Parse(s, EmptyKeyClientIP, EmptyKeySkip, EmptyKeyDeny)
+	if err != nil {
+		return "", zoneError(zone, fmt.Errorf("on_empty_key %w", err))
+	}
+	return v, nil
+}
+
+// LogLevel is the level of the line a rejection logs, or off. In JSON it
+// is the plain string.
+type LogLevel string
+
+// Log levels.
+const (
+	LogDebug LogLevel = "debug"
+	LogInfo  LogLevel = "info"
+	LogWarn  LogLevel = "warn"
+	LogError LogLevel = "error"
+	LogOff   LogLevel = "off"
+)
+
+func parseLogLevel(s string) (LogLevel, error) {
+	v, err := enum.Parse(s, LogDebug, LogInfo, LogWarn, LogError, LogOff)
+	if err != nil {
+		return "", fmt.Errorf("throttle: log_rejections %w", err)
+	}
+	return v, nil
+}
+
+// maxConcurrent bounds `concurrent <n>`: far above any one caller's fair
+// share of a server, and the count fits anywhere.
+const maxConcurrent = 1_000_000
+
+// checkConcurrent wants 1..maxConcurrent requests in flight, and no rate
+// settings beside it: a zone limits either how often or how many at once.
+func checkConcurrent(z *Zone) error {
+	if z.Concurrent < 1 || z.Concurrent > maxConcurrent {
+		return zoneError(z.Name, fmt.Errorf("concurrent %d: must be 1..%d requests in flight per key", z.Concurrent, maxConcurrent))
+	}
+	if z.Rate != "" || z.Burst != nil || z.ChargeOn != nil {
+		return zoneError(z.Name, fmt.Errorf("concurrent with rate, burst or charge_on: a zone limits either requests in flight (concurrent) or how often (rate); make two zones"))
+	}
+	return nil
+}
+
 func checkZoneCount(n int) error {
 	if n == 0 {
 		return fmt.Errorf("throttle: no zone: add `zone <name> { rate <n>/<duration> }`")

@@ -40,9 +40,12 @@ func parseRate(s string) (rate, error) {
 	if per != "" && (per[0] < '0' || per[0] > '9') {
 		per = "1" + per
 	}
+	if u := unknownUnit(per); u != "" {
+		return rate{}, fmt.Errorf("rate %q: unit %q is not a duration unit: use one of %s, e.g. %s/1m", s, u, validUnits, num)
+	}
 	d, err := caddy.ParseDuration(per)
 	if err != nil {
-		return rate{}, fmt.Errorf("rate %q: duration: %v", s, err)
+		return rate{}, fmt.Errorf("rate %q: duration: %v (units: %s)", s, err, validUnits)
 	}
 	if d <= 0 {
 		return rate{}, fmt.Errorf("rate %q: duration must be positive", s)
@@ -55,6 +58,37 @@ func parseRate(s string) (rate, error) {
 	}
 	return rate{n: n, period: d}, nil
 }
+
+// validUnits are the units a rate's duration takes (caddy.ParseDuration's).
+const validUnits = "ns, us (or µs), ms, s, m, h, d"
+
+// unknownUnit is the first unit in a duration that caddy.ParseDuration
+// would not take ("minute" in "1minute"), or "" if every unit is valid, so
+// the error names what the user wrote rather than Go's wording.
+func unknownUnit(d string) string {
+	for i := 0; i < len(d); {
+		j := i
+		for j < len(d) && (d[j] == '.' || (d[j] >= '0' && d[j] <= '9')) {
+			j++
+		}
+		k := j
+		for k < len(d) && d[k] != '.' && (d[k] < '0' || d[k] > '9') {
+			k++
+		}
+		switch u := d[j:k]; u {
+		case "ns", "us", "µs", "μs", "ms", "s", "m", "h", "d":
+		default:
+			return u
+		}
+		i = k
+	}
+	return ""
+}
+
+// defaultBurst is a zone's burst when it sets none: n-1, so `rate n/T` is
+// a bucket of n, as quotas read ("1000 an hour" lets 1000 through at once,
+// and refills at 1000 per hour), and as RateLimit-Policy announces it.
+func defaultBurst(r rate) int64 { return r.n - 1 }
 
 // String formats r so that parseRate gives it back.
 func (r rate) String() string {

@@ -409,14 +409,8 @@ type redisBackend struct {
 	// store is what handlers sharing a zone must agree on: the server, db
 	// and key_prefix, which together say where the zone's keys live.
 	store string
-	// Set by prepare, in the handler's zone order: each zone's key after
-	// the hash tag, its script arguments (interval, tolerance, kind) and
-	// interval in microseconds, the same on every request.
-	zoneKeys  []string
-	args      []string
-	intervals []int64
-	// refundable marks charge_on zones, whose charge may be given back.
-	refundable []bool
+	// redisPlan is what requests send, set by prepare.
+	redisPlan
 	// holders counts who still needs conn: the handler until Cleanup, and
 	// each charge_on request charged through it until it settles. A reload
 	// cleans the handler up while requests are in flight; their give-backs
@@ -424,6 +418,32 @@ type redisBackend struct {
 	// is let go of only when the last holder is done.
 	holders  atomic.Int64
 	released atomic.Bool // the handler's hold, given up once
+}
+
+// redisPlan is what a decision sends for each zone, in the handler's zone
+// order, the same on every request (prepare): each zone's key after the
+// hash tag, its script arguments (interval, tolerance, kind) and interval
+// in microseconds.
+type redisPlan struct {
+	prefix    string
+	zoneKeys  []string
+	args      []string
+	intervals []int64
+	// refundable marks charge_on zones, whose charge may be given back.
+	refundable []bool
+}
+
+// subset is the plan for the zones idx names (a request that leaves some
+// zones out, on_empty_key skip).
+func (p *redisPlan) subset(idx []int) *redisPlan {
+	q := &redisPlan{prefix: p.prefix}
+	for _, i := range idx {
+		q.zoneKeys = append(q.zoneKeys, p.zoneKeys[i])
+		q.args = append(q.args, p.args[3*i:3*i+3]...)
+		q.intervals = append(q.intervals, p.intervals[i])
+		q.refundable = append(q.refundable, p.refundable[i])
+	}
+	return q
 }
 
 // resolved is s with Caddy's global placeholders ({env.*}, {file.*}, ...)
@@ -488,13 +508,14 @@ func newRedisBackend(s *RedisStore, logger *zap.Logger) (*redisBackend, error) {
 	}
 	v.(*redisConn).warm()
 	b := &redisBackend{
-		logger:  logger,
-		address: s.Address,
-		poolKey: key,
-		conn:    v.(*redisConn),
-		prefix:  s.KeyPrefix,
-		timeout: time.Duration(s.Timeout),
-		store:   fmt.Sprintf("redis %s db %d key_prefix %q", s.Address, s.DB, s.KeyPrefix),
+		logger:    logger,
+		address:   s.Address,
+		poolKey:   key,
+		conn:      v.(*redisConn),
+		prefix:    s.KeyPrefix,
+		redisPlan: redisPlan{prefix: s.KeyPrefix},
+		timeout:   time.Duration(s.Timeout),
+		store:     fmt.Sprintf("redis %s db %d key_prefix %q", s.Address, s.DB, s.KeyPrefix),
 	}
 	b.holders.Store(1) // the handler's
 	return b, nil
@@ -534,6 +555,7 @@ func (b *redisBackend) unhold() {
 
 // prepare builds what decide sends for zones, in their final order.
 func (b *redisBackend) prepare(zones []*zone) {
+	b.redisPlan.prefix = b.prefix
 	b.zoneKeys = make([]string, len(zones))
 	b.args = make([]string, 0, 3*len(zones))
 	b.intervals = make([]int64, len(zones))
@@ -553,10 +575,50 @@ func (b *redisBackend) prepare(zones []*zone) {
 	}
 }
 
-// decide runs the GCRA script for all zones (as prepared; one key each) in
-// one round trip; holds (nil without charge_on zones) receives the holds of
-// charge_on zones.
-func (b *redisBackend) decide(ctx context.Context, keys []requestKey, out []outcome, holds []hold) (bool, error) {
+// decide runs the GCRA script for the active zones (as prepared; one key
+// each) in one round trip; holds (nil without charge_on zones) receives
+// the holds of charge_on zones.
+func (b *redisBackend) decide(ctx context.Context, keys []requestKey, out []outcome, holds []hold, active zoneSet) (bool, error) {
+	if all := zoneSet(1<<len(keys) - 1); active&all != all {
+		return b.decideSome(ctx, keys, out, holds, active)
+	}
+	return b.decidePlan(ctx, &b.redisPlan, keys, out, holds)
+}
+
+// decideSome decides a request that leaves some zones out: the others,
+// compacted, on a plan of their own (the rare path: it allocates).
+func (b *redisBackend) decideSome(ctx context.Context, keys []requestKey, out []outcome, holds []hold, active zoneSet) (bool, error) {
+	var idx []int
+	for i := range keys {
+		if active.has(i) {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return true, nil
+	}
+	var ks [maxZones]requestKey
+	var os [maxZones]outcome
+	var hs [maxZones]hold
+	for k, i := range idx {
+		ks[k] = keys[i]
+	}
+	var sub []hold
+	if holds != nil {
+		sub = hs[:len(idx)]
+	}
+	allowed, err := b.decidePlan(ctx, b.subset(idx), ks[:len(idx)], os[:len(idx)], sub)
+	for k, i := range idx {
+		out[i] = os[k]
+		if holds != nil {
+			holds[i] = hs[k]
+		}
+	}
+	return allowed, err
+}
+
+// decidePlan is decide for the zones of plan p, keys and out in its order.
+func (b *redisBackend) decidePlan(ctx context.Context, p *redisPlan, keys []requestKey, out []outcome, holds []hold) (bool, error) {
 	now := time.Now().UnixNano()
 	if !b.conn.admit(now) {
 		return false, errBreakerOpen
@@ -572,12 +634,12 @@ func (b *redisBackend) decide(ctx context.Context, keys []requestKey, out []outc
 		return false, err
 	}
 	var tags [maxZones]tag
-	names := b.names(keys, tags[:len(keys)])
+	names := p.names(keys, tags[:len(keys)])
 	var allowed bool
 	if client.Mode() == rueidis.ClientModeCluster {
-		allowed, err = b.decideSlots(ctx, client, names, tags[:len(keys)], out, holds)
+		allowed, err = p.decideSlots(ctx, client, names, tags[:len(keys)], out, holds)
 	} else {
-		allowed, err = decideScript(ctx, client, names, b.args, out, holds, b.refundable)
+		allowed, err = decideScript(ctx, client, names, p.args, out, holds, p.refundable)
 	}
 	if err != nil {
 		b.failed(time.Now().UnixNano(), err)
@@ -635,7 +697,7 @@ func (b *redisBackend) giveBack(ctx context.Context, keys []requestKey, holds []
 
 // appendRefundArgs appends refundScript's arguments for zone i: its
 // interval and hold, or for a plain zone (h nil) a hold of zeros.
-func (b *redisBackend) appendRefundArgs(args []string, i int, h *hold) []string {
+func (b *redisPlan) appendRefundArgs(args []string, i int, h *hold) []string {
 	if h == nil {
 		return append(args, b.args[3*i], "0", "0", "0")
 	}

@@ -22,8 +22,8 @@ func BenchmarkRedisStore(b *testing.B) {
 	single := testredis.Start(b)
 	cluster := testredis.StartCluster(b, 3)
 	secure := testredis.StartTLS(b, ca, false)
-	sameKey := []*Zone{{Name: "b-ip", Rate: "1000000/1s", Burst: 1000}, {Name: "b-ip-slow", Rate: "1000000/1m", Burst: 1000}}
-	twoKeys := []*Zone{{Name: "b-ip2", Rate: "1000000/1s", Burst: 1000}, {Name: "b-user", Key: "{http.request.header.X-User}", Rate: "1000000/1s", Burst: 1000}}
+	sameKey := []*Zone{{Name: "b-ip", Rate: "1000000/1s", Burst: new(int64(1000))}, {Name: "b-ip-slow", Rate: "1000000/1m", Burst: new(int64(1000))}}
+	twoKeys := []*Zone{{Name: "b-ip2", Rate: "1000000/1s", Burst: new(int64(1000))}, {Name: "b-user", Key: "{http.request.header.X-User}", Rate: "1000000/1s", Burst: new(int64(1000))}}
 	for _, tc := range []struct {
 		name  string
 		addr  string
@@ -50,7 +50,7 @@ func BenchmarkRedisStore(b *testing.B) {
 				KeyPrefix: "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":",
 			}}}, nil)
 			var out [2]outcome
-			if _, err := h.redis.decide(context.Background(), keysFor(len(zones), 0), out[:len(zones)], nil); err != nil {
+			if _, err := h.redis.decide(context.Background(), keysFor(len(zones), 0), out[:len(zones)], nil, allZones); err != nil {
 				b.Fatal(err)
 			}
 			var seq atomic.Int64
@@ -61,7 +61,7 @@ func BenchmarkRedisStore(b *testing.B) {
 				var out [2]outcome
 				for pb.Next() {
 					n := seq.Add(1)
-					if _, err := h.redis.decide(context.Background(), keysFor(len(zones), n%10000), out[:len(zones)], nil); err != nil {
+					if _, err := h.redis.decide(context.Background(), keysFor(len(zones), n%10000), out[:len(zones)], nil, allZones); err != nil {
 						b.Error(err)
 						return
 					}

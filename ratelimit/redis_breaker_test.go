@@ -18,14 +18,14 @@ import (
 // sets the gauge back and is logged.
 func TestRedisBreakerVisible(t *testing.T) {
 	rs := testredis.Start(t)
-	h := redisHandler(t, rs, "allow", &Zone{Name: "r-breaker", Rate: "100/1s", Burst: 100})
+	h := redisHandler(t, rs, "allow", &Zone{Name: "r-breaker", Rate: "100/1s", Burst: new(int64(100))})
 	core, logs := observer.New(zapcore.DebugLevel)
 	h.redis.logger = zap.New(core)
 	gauge := func() float64 { return testutil.ToFloat64(throttleMetrics.breakerOpen) }
 	opened := func() int { return logs.FilterMessageSnippet("redis breaker opened").Len() }
 	decide := func() error {
 		var out [1]outcome
-		_, err := h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:], nil)
+		_, err := h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:], nil, allZones)
 		return err
 	}
 	if err := decide(); err != nil || gauge() != 0 {

@@ -25,7 +25,7 @@ import (
 // single node. Between the two, a concurrent request of the same caller
 // may see the consumption about to be refunded and be rejected: the limit
 // errs on the strict side, never lets more through than the rate.
-func (b *redisBackend) decideSlots(ctx context.Context, client rueidis.Client, names []string, tags []tag, out []outcome, holds []hold) (bool, error) {
+func (b *redisPlan) decideSlots(ctx context.Context, client rueidis.Client, names []string, tags []tag, out []outcome, holds []hold) (bool, error) {
 	var groups [maxZones][]int // zone indexes of each tag
 	n := 0
 	for i := range names {
@@ -138,7 +138,7 @@ type tag [8]byte
 // over <key>. Zones of one request with the same key share it, hence one
 // Redis Cluster slot; callers spread over the cluster's nodes. tags gets
 // each name's tag.
-func (b *redisBackend) names(keys []requestKey, tags []tag) []string {
+func (b *redisPlan) names(keys []requestKey, tags []tag) []string {
 	names := make([]string, len(keys))
 	var buf, kb [256]byte // one allocation per name: its string
 	for i, k := range keys {

@@ -25,8 +25,8 @@ func TestRedisClusterChargeOn(t *testing.T) {
 	prefix := fmt.Sprintf("test-%d:", time.Now().UnixNano())
 	byUser := "{http.request.header.X-User}"
 	h := clusterHandlerPrefix(t, c, prefix,
-		&Zone{Name: "cc-ip", Rate: "2/1h", Burst: 1, ChargeOn: &ChargeOn{Status: []int{401}}},
-		&Zone{Name: "cc-user", Key: byUser, Rate: "3/1h", Burst: 2, ChargeOn: &ChargeOn{Status: []int{401}}},
+		&Zone{Name: "cc-ip", Rate: "2/1h", Burst: new(int64(1)), ChargeOn: &ChargeOn{Status: []int{401}}},
+		&Zone{Name: "cc-user", Key: byUser, Rate: "3/1h", Burst: new(int64(2)), ChargeOn: &ChargeOn{Status: []int{401}}},
 	)
 	fail := login(false, false)
 	for i, want := range []int{401, 401, 429} {
@@ -45,7 +45,7 @@ func TestRedisClusterChargeOn(t *testing.T) {
 	// zone by user keeps its one charge (no refund of what it never took).
 	h2 := clusterHandlerPrefix(t, c, prefix,
 		&Zone{Name: "cr-all", Rate: "1/1h"},
-		&Zone{Name: "cr-fail", Key: byUser, Rate: "1/1h", Burst: 1, ChargeOn: &ChargeOn{Status: []int{401}}},
+		&Zone{Name: "cr-fail", Key: byUser, Rate: "1/1h", Burst: new(int64(1)), ChargeOn: &ChargeOn{Status: []int{401}}},
 	)
 	for i, want := range []int{401, 429} {
 		if got := serveUser(t, h2, "192.0.2.3", "bob", fail); got != want {
@@ -53,7 +53,7 @@ func TestRedisClusterChargeOn(t *testing.T) {
 		}
 	}
 	only := clusterHandlerPrefix(t, c, prefix,
-		&Zone{Name: "cr-fail", Key: byUser, Rate: "1/1h", Burst: 1, ChargeOn: &ChargeOn{Status: []int{401}}})
+		&Zone{Name: "cr-fail", Key: byUser, Rate: "1/1h", Burst: new(int64(1)), ChargeOn: &ChargeOn{Status: []int{401}}})
 	for i, want := range []int{401, 429} {
 		if got := serveUser(t, only, "192.0.2.4", "bob", fail); got != want {
 			t.Fatalf("cr-fail alone afterwards, attempt %d: %d, want %d (one charge left of two)", i+1, got, want)

@@ -27,7 +27,7 @@ func TestRedisClusterSlotFailureRefunds(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := clusterHandlerPrefix(t, c, prefix,
 				&Zone{Name: name, Rate: "1/1h", ChargeOn: chargeOn},
-				&Zone{Name: name + "-user", Key: byUser, Rate: "100/1h", Burst: 99},
+				&Zone{Name: name + "-user", Key: byUser, Rate: "100/1h", Burst: new(int64(99))},
 			)
 			u := slices.IndexFunc(h.zones, func(z *zone) bool { return z.name == name+"-user" })
 			keys := make([]requestKey, len(h.zones))

@@ -32,9 +32,9 @@ func clusterHandler(t testing.TB, c *testredis.Cluster, zones ...*Zone) *Handler
 func TestRedisClusterZonesOfDifferentKeys(t *testing.T) {
 	c := testredis.StartCluster(t, 3)
 	h := clusterHandler(t, c,
-		&Zone{Name: "c-ip", Rate: "2/1m", Burst: 1},
-		&Zone{Name: "c-user", Key: "{http.request.header.X-User}", Rate: "3/1m", Burst: 2},
-		&Zone{Name: "c-path", Key: "{http.request.uri.path}", Rate: "100/1m", Burst: 50},
+		&Zone{Name: "c-ip", Rate: "2/1m", Burst: new(int64(1))},
+		&Zone{Name: "c-user", Key: "{http.request.header.X-User}", Rate: "3/1m", Burst: new(int64(2))},
+		&Zone{Name: "c-path", Key: "{http.request.uri.path}", Rate: "100/1m", Burst: new(int64(50))},
 	)
 	passed := 0
 	for range 6 {

@@ -24,7 +24,7 @@ func TestRedisCanceledRequestIsNoFailure(t *testing.T) {
 	var out [1]outcome
 	keys := []requestKey{{text: "gone"}}
 	for i := range 2 * breakerThreshold {
-		allowed, err := h.redis.decide(gone, keys, out[:], nil)
+		allowed, err := h.redis.decide(gone, keys, out[:], nil, allZones)
 		if err != nil {
 			t.Fatalf("decision %d for a client that hung up: %v, want one made regardless", i, err)
 		}
@@ -167,7 +167,7 @@ func TestRedisHungAfterConnect(t *testing.T) {
 			var out [1]outcome
 			var err error
 			for range 50 {
-				if _, err = h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:], nil); err == nil {
+				if _, err = h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:], nil, allZones); err == nil {
 					break
 				}
 				time.Sleep(100 * time.Millisecond)
@@ -205,7 +205,7 @@ func slowestOfConcurrentDecisions(t *testing.T, h *Handler, n int) time.Duration
 		wg.Go(func() {
 			var out [1]outcome
 			start := time.Now()
-			_, err := h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:], nil)
+			_, err := h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:], nil, allZones)
 			took := time.Since(start)
 			mu.Lock()
 			slowest = max(slowest, took)

@@ -38,7 +38,7 @@ func FuzzRedisNames(f *testing.F) {
 			return
 		}
 		b := &redisBackend{prefix: prefix}
-		b.prepare([]*zone{z("a"), z("b"), z("c")})
+		b.prepare([]*zone{z("a"), z("b"), z("c{x}}")}) // braces in a zone name come after the tag
 		tmpl := keyTemplate{v4bits: 32, v6bits: 64}
 		keys := []requestKey{tmpl.fromString(s), tmpl.fromString(s), tmpl.fromString(other)}
 		var tags [3]tag
@@ -50,7 +50,8 @@ func FuzzRedisNames(f *testing.F) {
 			if got := clusterHashTag(n); got != string(tags[i][:]) {
 				t.Fatalf("name %q hashes on %q, want the tag %s", n, got, tags[i][:])
 			}
-			if len(n) > len(prefix)+len("{12345678}:a:#")+64 && len(n) > len(prefix)+len("{12345678}:a:")+len("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128") {
+			zone := len([]string{"a", "b", "c{x}}"}[i])
+			if len(n) > len(prefix)+len("{12345678}::#")+zone+64 && len(n) > len(prefix)+len("{12345678}::")+zone+len("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128") {
 				t.Fatalf("name of %d bytes for a key of %d", len(n), len(s))
 			}
 			if k := keys[i]; !k.isAddr && len(k.text) >= 3 && strings.Contains(n[len(prefix):], k.text) && !isHex(k.text) {

@@ -23,7 +23,7 @@ func TestRedisConnectPanicIsAnError(t *testing.T) {
 		Store: &Store{Type: "redis", Redis: &RedisStore{Address: "127.0.0.1:1", Timeout: caddy.Duration(time.Second), OnError: "deny"}},
 	}, nil)
 	var out [1]outcome
-	_, err := h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:], nil)
+	_, err := h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:], nil, allZones)
 	if err == nil || !strings.Contains(err.Error(), "injected connect panic") {
 		t.Fatalf("decision after a panicking connect: %v, want the panic as its error", err)
 	}

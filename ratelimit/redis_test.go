@@ -22,7 +22,7 @@ func redisHandler(t testing.TB, rs *testredis.Server, onError string, zones ...*
 
 func TestRedisBurstExact(t *testing.T) {
 	rs := testredis.Start(t)
-	h := redisHandler(t, rs, "deny", &Zone{Name: "r-burst", Rate: "10/1m", Burst: 4})
+	h := redisHandler(t, rs, "deny", &Zone{Name: "r-burst", Rate: "10/1m", Burst: new(int64(4))})
 	passed := 0
 	for range 20 {
 		res := serve(t, h, "192.0.2.1", nil)
@@ -43,8 +43,8 @@ func TestRedisBurstExact(t *testing.T) {
 func TestRedisZonesAllOrNothing(t *testing.T) {
 	rs := testredis.Start(t)
 	h := redisHandler(t, rs, "deny",
-		&Zone{Name: "r-ip", Rate: "2/1m", Burst: 1},
-		&Zone{Name: "r-user", Key: "{http.request.header.X-User}", Rate: "3/1m", Burst: 2},
+		&Zone{Name: "r-ip", Rate: "2/1m", Burst: new(int64(1))},
+		&Zone{Name: "r-user", Key: "{http.request.header.X-User}", Rate: "3/1m", Burst: new(int64(2))},
 	)
 	alice := map[string]string{"X-User": "alice"}
 	for range 2 {
@@ -70,8 +70,8 @@ func TestRedisSharedBetweenHandlers(t *testing.T) {
 	store := func() *Store {
 		return &Store{Type: "redis", Redis: &RedisStore{Address: rs.Addr(), KeyPrefix: "shared:"}}
 	}
-	a := provision(t, &Handler{Zones: []*Zone{{Name: "r-shared", Rate: "10/1m", Burst: 9}}, Store: store()}, nil)
-	b := provision(t, &Handler{Zones: []*Zone{{Name: "r-shared", Rate: "10/1m", Burst: 9}}, Store: store()}, nil)
+	a := provision(t, &Handler{Zones: []*Zone{{Name: "r-shared", Rate: "10/1m", Burst: new(int64(9))}}, Store: store()}, nil)
+	b := provision(t, &Handler{Zones: []*Zone{{Name: "r-shared", Rate: "10/1m", Burst: new(int64(9))}}, Store: store()}, nil)
 	passed := 0
 	for i := range 40 {
 		h := a
@@ -109,7 +109,7 @@ func TestRedisOutage(t *testing.T) {
 	// Both handlers share one client and breaker, now open: Redis is not
 	// asked at all.
 	var out [1]outcome
-	_, err := allow.redis.decide(context.Background(), []requestKey{{text: "x"}}, out[:], nil)
+	_, err := allow.redis.decide(context.Background(), []requestKey{{text: "x"}}, out[:], nil, allZones)
 	if !errors.Is(err, errBreakerOpen) {
 		t.Fatalf("after repeated failures: %v, want the breaker open", err)
 	}
@@ -127,7 +127,7 @@ func TestRedisOutage(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if !resumed {
-		_, err := allow.redis.decide(context.Background(), []requestKey{{text: "y"}}, out[:], nil)
+		_, err := allow.redis.decide(context.Background(), []requestKey{{text: "y"}}, out[:], nil, allZones)
 		t.Fatalf("limiting did not resume after Redis came back: %v", err)
 	}
 }
@@ -146,12 +146,12 @@ func TestRedisHungTimesOut(t *testing.T) {
 	var out [1]outcome
 	keys := []requestKey{{text: "hung"}}
 	for i := range breakerThreshold {
-		_, err := h.redis.decide(context.Background(), keys, out[:], nil)
+		_, err := h.redis.decide(context.Background(), keys, out[:], nil, allZones)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("call %d to a stopped Redis: %v, want the per-call timeout", i, err)
 		}
 	}
-	if _, err := h.redis.decide(context.Background(), keys, out[:], nil); !errors.Is(err, errBreakerOpen) {
+	if _, err := h.redis.decide(context.Background(), keys, out[:], nil, allZones); !errors.Is(err, errBreakerOpen) {
 		t.Fatalf("after %d timeouts: %v, want the breaker open", breakerThreshold, err)
 	}
 }

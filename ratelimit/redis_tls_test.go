@@ -21,7 +21,7 @@ func tlsHandler(t testing.TB, addr string, tc *RedisTLS, zone string) *Handler {
 
 func decideOnce(h *Handler) (bool, error) {
 	var out [1]outcome
-	return h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:], nil)
+	return h.redis.decide(context.Background(), []requestKey{{text: "k"}}, out[:], nil, allZones)
 }
 
 // TestRedisTLS: against a TLS-only redis-server, with the test's CA, then

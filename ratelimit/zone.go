@@ -20,10 +20,17 @@ type Zone struct {
 	// Key is a placeholder template naming the caller; default
 	// `{http.vars.client_ip}` (the Caddyfile's `{client_ip}`).
 	Key string `json:"key,omitempty"`
-	// Rate is `<n>/<duration>`, e.g. `100/1m` or `10/s`.
+	// Rate is `<n>/<duration>`, e.g. `100/1m` or `10/s`: a bucket of n,
+	// refilled at n per duration. Required unless Concurrent is set.
 	Rate string `json:"rate,omitempty"`
-	// Burst is how many requests beyond the first may arrive at once.
-	Burst int64 `json:"burst,omitempty"`
+	// Concurrent, instead of Rate, limits how many requests of one key may
+	// be in flight at once (memory store only). A slot is held from the
+	// decision until the request ends, however it ends.
+	Concurrent int64 `json:"concurrent,omitempty"`
+	// Burst is how many requests beyond the first may arrive at once;
+	// default n-1 for `rate n/T`, a bucket of n (up to n at once, refilled
+	// at n per T). 0 is strict spacing: one request per T/n.
+	Burst *int64 `json:"burst,omitempty"`
 	// IPv4Prefix groups IPv4 keys by this many leading bits; default 32.
 	IPv4Prefix int `json:"ipv4_prefix,omitempty"`
 	// IPv6Prefix groups IPv6 keys by this many leading bits; default 64,
@@ -32,6 +39,12 @@ type Zone struct {
 	// ChargeOn, if set, charges a request only when its response matches;
 	// a caller over the limit is still refused up front.
 	ChargeOn *ChargeOn `json:"charge_on,omitempty"`
+	// OnEmptyKey is what happens to a request whose key expands to
+	// nothing (every placeholder in it empty), which would otherwise put
+	// all such callers in one budget: `client_ip` (default) keys it on the
+	// caller's address, `skip` leaves it out of this zone, `deny` rejects
+	// it. Counted in caddy_throttle_empty_keys_total.
+	OnEmptyKey OnEmptyKey `json:"on_empty_key,omitempty"`
 }
 
 // zone is a Zone compiled for one handler: its own limits, its key, and
@@ -43,6 +56,8 @@ type zone struct {
 	rate     rate
 	burst    int64
 	limit    limit
+	slots    int64        // concurrent zones: requests in flight per key; 0 for rate zones
+	rule     string       // what refuses, as configured: "rate 10/1m burst 9", "concurrent 5"
 	table    *memoryTable // memory store only
 	state    *zoneState
 	owner    any    // the config generation that claimed it
@@ -50,6 +65,8 @@ type zone struct {
 	quoted   string // name as an sf-string
 	reject   error
 	counters zoneCounters
+	// warnedEmpty: this zone's key was found empty once and said so.
+	warnedEmpty atomic.Bool
 }
 
 // zones holds every zone's shared state by name, across config reloads.
@@ -65,6 +82,10 @@ type zoneState struct {
 	owner any // the config generation that defined it last
 	def   string
 	table *memoryTable
+	// slots are a concurrent zone's keys (requests in flight per key),
+	// apart from table: a reload may turn a zone from one kind into the
+	// other, and a TAT is no count.
+	slots *memoryTable
 	// bounds is the max_keys each config generation holding the memory
 	// zone asked for; the table has the bound of applied, the generation
 	// that serves traffic. A new generation's bound waits until that one is
@@ -89,8 +110,8 @@ func (*zoneState) Destruct() error { return nil }
 // definition is what two handlers of one config must agree on to share a
 // zone.
 func (z *zone) definition(store string) string {
-	return fmt.Sprintf("key %s, rate %s, burst %d, ipv4_prefix %d, ipv6_prefix %d, charge_on status %v, store %s",
-		z.key.template, z.rate, z.burst, z.key.v4bits, z.key.v6bits, z.chargeOn, store)
+	return fmt.Sprintf("key %s, %s, ipv4_prefix %d, ipv6_prefix %d, charge_on status %v, on_empty_key %s, store %s",
+		z.key.template, z.rule, z.key.v4bits, z.key.v6bits, z.chargeOn, z.key.onEmpty, store)
 }
 
 // claim attaches z to the zone's shared state. Within one config (owner) a
@@ -113,11 +134,18 @@ func (z *zone) claim(owner any, store string, maxKeys int) error {
 	}
 	st.owner, st.def = owner, def
 	if maxKeys > 0 {
-		if st.table == nil {
-			st.table = newMemoryTable(maxKeys)
+		if z.slots > 0 {
+			if st.slots == nil {
+				st.slots = newMemoryTable(maxKeys)
+			}
+			z.table = st.slots
+		} else {
+			if st.table == nil {
+				st.table = newMemoryTable(maxKeys)
+			}
+			z.table = st.table
 		}
 		st.claimBound(owner, maxKeys)
-		z.table = st.table
 	}
 	z.state, z.seq, z.owner = st, st.seq, owner
 	return nil
@@ -138,7 +166,7 @@ func (st *zoneState) claimBound(owner any, maxKeys int) {
 	b.refs++
 	if st.applied == nil || st.applied == owner {
 		st.applied = owner
-		st.table.setMaxKeys(maxKeys)
+		st.setMaxKeys(maxKeys)
 	}
 }
 
@@ -167,7 +195,16 @@ func (st *zoneState) releaseBound(owner any) {
 		}
 	}
 	if newest != nil {
-		st.table.setMaxKeys(newest.maxKeys)
+		st.setMaxKeys(newest.maxKeys)
+	}
+}
+
+// setMaxKeys bounds both of the zone's tables; st.mu is held.
+func (st *zoneState) setMaxKeys(n int) {
+	for _, t := range []*memoryTable{st.table, st.slots} {
+		if t != nil {
+			t.setMaxKeys(n)
+		}
 	}
 }
 
@@ -181,8 +218,9 @@ func (z *zone) release() {
 	}
 }
 
-func (st *zoneState) memory() *memoryTable {
+// memory is the zone's memory tables (nil where it has none).
+func (st *zoneState) memory() (rate, slots *memoryTable) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.table
+	return st.table, st.slots
 }
