@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
@@ -168,11 +169,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("headers %q: must be on or off", s)
 			}
 		default:
-			return suggest.Unknown(d, d.Val(), "throttle", "", "zone", "store", "mode", "status", "headers")
+			return suggest.Unknown(d, d.Val(), "throttle", "", "zone", "store", "mode", "status", "headers", "log_rejections")
 		}
 	}
 	return nil
 }
+
+// zoneOptions are a zone block's subdirectives.
+var zoneOptions = []string{"key", "rate", "burst", "concurrent", "on_empty_key", "ipv4_prefix", "ipv6_prefix", "charge_on"}
 
 func (z *Zone) unmarshal(d *caddyfile.Dispenser) error {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
@@ -182,6 +186,10 @@ func (z *Zone) unmarshal(d *caddyfile.Dispenser) error {
 				return err
 			}
 			continue
+		}
+		if !slices.Contains(zoneOptions, opt) {
+			// Before the argument count: "brust" alone gets its suggestion.
+			return suggest.Unknown(d, opt, "throttle", fmt.Sprintf("zone %q", z.Name), zoneOptions...)
 		}
 		var val string
 		if !d.Args(&val) || d.NextArg() {
@@ -221,7 +229,7 @@ func (z *Zone) unmarshal(d *caddyfile.Dispenser) error {
 			}
 			err = checkIPv6Prefix(z.Name, z.IPv6Prefix)
 		default:
-			return suggest.Unknown(d, opt, "throttle", fmt.Sprintf("zone %q", z.Name), "key", "rate", "burst", "ipv4_prefix", "ipv6_prefix", "charge_on")
+			return suggest.Unknown(d, opt, "throttle", fmt.Sprintf("zone %q", z.Name), zoneOptions...)
 		}
 		if err != nil {
 			return d.Err(err.Error())
