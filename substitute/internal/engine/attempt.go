@@ -15,6 +15,7 @@ const (
 	runLimit          // threads alive after MaxMatch+1 bytes
 	runStarved        // out of input
 	runMerged         // joined the memo path
+	runSettled        // reached the guard's last possible match event
 )
 
 // step returns the DFA state after t reads b.
@@ -45,3 +46,4 @@ func (s *Set) runPlain(a *attempt, t *state, buf []byte, j, k int) (*state, int)
 	}
 	return t, runStarved
 }
+

@@ -109,6 +109,14 @@ type dfa struct {
 	classes  *[256]uint8
 	classRep []byte // a byte of each class
 
+	// The guard's automata (guard.go) set these: inject lists the pcs every
+	// transition adds (the rules' entry points for the forward scan that
+	// finds where matches end; the match instructions for the backward
+	// scan that finds where they start), and rev, for the backward scan,
+	// the predecessors it follows.
+	inject []uint32
+	rev    *revGraph
+
 	mu      sync.Mutex
 	states  map[string]*state
 	pinned  []*state // start states kept across cache resets
@@ -237,6 +245,14 @@ func (d *dfa) step(flags uint8, pcs []uint32, b int) int32 {
 	return match
 }
 
+// stepAny is step, or stepRev for a backward automaton.
+func (d *dfa) stepAny(flags uint8, pcs []uint32, b int) int32 {
+	if d.rev != nil {
+		return d.stepRev(flags, pcs, b)
+	}
+	return d.step(flags, pcs, b)
+}
+
 // next returns the transition of s on byte class c, building it on first
 // use.
 func (d *dfa) next(s *state, c int) *state {
@@ -254,7 +270,8 @@ func (d *dfa) build(s *state, c int) *state {
 		return t // another stream built it meanwhile
 	}
 	b := d.classRep[c]
-	m := d.step(s.flags, s.pcs, int(b))
+	m := d.stepAny(s.flags, s.pcs, int(b))
+	d.out = append(d.out, d.inject...)
 	out := d.dedup(d.out)
 	t := d.intern(flagsAfter(b), m, out)
 	s.next[c].Store(t)
@@ -268,7 +285,7 @@ func (d *dfa) eofMatch(s *state) int32 {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	m := d.step(s.flags, s.pcs, -1)
+	m := d.stepAny(s.flags, s.pcs, -1)
 	s.eof.Store(m)
 	return m
 }
