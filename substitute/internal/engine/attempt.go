@@ -46,4 +46,3 @@ func (s *Set) runPlain(a *attempt, t *state, buf []byte, j, k int) (*state, int)
 	}
 	return t, runStarved
 }
-

@@ -151,6 +151,9 @@ func (st *Stream) memSize() int {
 	for _, v := range st.varVals {
 		n += cap(v)
 	}
+	if g := st.guard; g != nil {
+		n += int(unsafe.Sizeof(*g)) + 8*(cap(g.ends)+cap(g.marks)+cap(g.revPos)+cap(g.revAt))
+	}
 	return n
 }
 
@@ -248,10 +251,11 @@ func hostileCases() []hostileCase {
 	}
 }
 
-// BenchmarkWorstCase prints MB/s on the hostile bodies, for the engine and,
-// on the same body in the same run, for Go's regexp (one alternation of the
-// rules, leftmost-longest, ReplaceAll): the engine's work must stay
-// proportional to the body, whatever the repeat counts and MaxMatch.
+// BenchmarkWorstCase prints MB/s on the hostile bodies, for the engine,
+// for the engine with its guard off (attempts alone), and, on the same
+// body in the same run, for Go's regexp (one alternation of the rules,
+// leftmost-longest, ReplaceAll): the engine's work must stay proportional
+// to the body, whatever the repeat counts and MaxMatch.
 func BenchmarkWorstCase(b *testing.B) {
 	for _, hc := range hostileCases() {
 		for _, maxMatch := range []int{1 << 10, DefaultMaxMatch} {
@@ -259,6 +263,13 @@ func BenchmarkWorstCase(b *testing.B) {
 				benchStream(b, mustCompile(b, hc.rules, Options{MaxMatch: maxMatch}), hc.body)
 			})
 		}
+		// The engine without its guard: anchored attempts and the path
+		// memo alone, as before the guard existed.
+		b.Run(fmt.Sprintf("%s/max_match=%d/attempts", hc.name, DefaultMaxMatch), func(b *testing.B) {
+			s := mustCompile(b, hc.rules, Options{})
+			s.guardMode = guardNever
+			benchStream(b, s, hc.body)
+		})
 		b.Run(fmt.Sprintf("%s/regexp", hc.name), func(b *testing.B) {
 			re := combined(hc.rules)
 			b.SetBytes(int64(len(hc.body)))
@@ -322,4 +333,22 @@ func BenchmarkWrkRules(b *testing.B) {
 		b.Fatal(err)
 	}
 	benchStream(b, mustCompile(b, wrkRules(), Options{}), data)
+}
+
+// TestGuardedStreamMemory: with its guard on, a stream holds at most about
+// twice MaxMatch plus 100 KiB (its input rounds, the scans' bit rings and
+// kept states).
+func TestGuardedStreamMemory(t *testing.T) {
+	body := []byte(strings.Repeat(strings.Repeat("a", 300)+"b", 2000))
+	for _, maxMatch := range []int{1 << 10, DefaultMaxMatch, 1 << 20} {
+		s := mustCompile(t, []Rule{rx(`a{1,200}b|a+c`, "")}, Options{MaxMatch: maxMatch})
+		st := s.NewStream(io.Discard, nil)
+		streamOnce(st, body)
+		if st.guard == nil || !st.guard.on {
+			t.Fatalf("max_match %d: the guard did not turn on", maxMatch)
+		}
+		if got, want := st.memSize(), 2*maxMatch+100<<10; got > want {
+			t.Errorf("max_match %d: guarded stream owns %d bytes, want <= %d", maxMatch, got, want)
+		}
+	}
 }

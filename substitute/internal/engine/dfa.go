@@ -81,6 +81,9 @@ type state struct {
 	match int32
 	eof   atomic.Int32 // rule matched at end of input; -2: not computed yet
 	next  []atomic.Pointer[state]
+	// outs, in a backward scan's state, lists sorted where its byte
+	// instructions lead (guard.useful).
+	outs []uint32
 }
 
 // alive reports whether an attempt in state s is still of use: threads are
@@ -160,6 +163,10 @@ func (d *dfa) intern(flags uint8, match int32, pcs []uint32) *state {
 		d.reset()
 	}
 	s := &state{pcs: slices.Clone(pcs), flags: flags, match: match, next: make([]atomic.Pointer[state], len(d.classRep)+1)}
+	if d.rev != nil {
+		s.outs = d.rev.outsOf(d.prog, pcs)
+		sz += 4 * len(s.outs)
+	}
 	s.eof.Store(-2)
 	d.states[string(d.key)] = s
 	d.size += sz

@@ -3,6 +3,7 @@ package engine
 import (
 	"math/bits"
 	"regexp/syntax"
+	"slices"
 	"sync"
 )
 
@@ -39,7 +40,7 @@ import (
 // The scans advance in segments of at most half the rings they record
 // into; a segment's backward scan starts at its top and stops where its
 // state equals the state a previous scan had at the same position (sampled
-// every revStride positions): from there down they are the same scan. So
+// every few positions): from there down they are the same scan. So
 // every byte costs one forward and about one backward transition, whatever
 // the repeat counts. A candidate whose [j, j+reach] is not yet scanned (the
 // end of a write) is held until more input comes, at most reach bytes.
@@ -61,10 +62,10 @@ type guard struct {
 	ringMask    int64
 	endPos      int64 // no end lies in [the last query, endPos)
 
-	revAt  []*state // backward state at sampled positions
+	revAt  []*state // backward state at every stride-th position
 	revPos []int64  // the position each was taken at
+	stride int64
 
-	seen []uint64 // scratch for useful, a bit per instruction
 }
 
 const (
@@ -76,9 +77,13 @@ const (
 	// guardAttemptCost is what an attempt costs beyond its bytes (finding
 	// the candidate, starting the attempt), in bytes' worth.
 	guardAttemptCost = 16
-	// revStride: the backward scan's states are kept at every revStride-th
-	// position, for the next scan to meet.
-	revStride = 64
+	// guardWindow bounds how much new input a guarded stream takes in one
+	// round (on top of MaxMatch held), instead of holdSlack.
+	guardWindow = 64 << 10
+	// revStride is the least distance between the backward scan's kept
+	// states (guardAutomata.stride), revSlots the most it keeps.
+	revStride = 16
+	revSlots  = 2048
 )
 
 // guardMode: when a stream's guard turns on.
@@ -100,12 +105,15 @@ type guardAutomata struct {
 	bEmpty [4]*state // no thread, by prevClass of the byte after (end of body: 0)
 	reach  int       // longest match, at most MaxMatch
 	ring   int       // ring size in positions, a power of two
+	stride int       // positions between kept backward states, a power of two
 }
 
 func (s *Set) guardAutomata() *guardAutomata {
 	g := &s.guardA
 	g.once.Do(func() {
-		limit := max(s.cacheSize/2, cacheMinStates*s.dfa.stateSize(len(s.prog.insts)))
+		// Each gets a cache of CacheSize: their states hold the threads
+		// of many starts at once, and are larger than the attempts'.
+		limit := s.cacheSize
 		rep := s.dfa.classRep
 		g.fwd = newDFA(&s.prog, false, &s.classes, rep, limit)
 		g.fwd.inject = append([]uint32(nil), s.prog.start...)
@@ -121,10 +129,12 @@ func (s *Set) guardAutomata() *guardAutomata {
 			g.bEmpty[p] = g.bwd.pinned1(startFlags[p], nil)
 		}
 		g.reach = min(s.maxMatch, s.prog.longest())
-		g.ring = 1 << bits.Len(uint(2*(s.maxMatch+holdSlack+2)))
+		// A segment covers a candidate's reach: half a ring.
+		g.ring = max(4096, 1<<bits.Len(uint(2*(g.reach+2))))
 		if s.guardRing > 0 {
 			g.ring = max(s.guardRing, 128, 1<<bits.Len(uint(2*(g.reach+2))))
 		}
+		g.stride = max(revStride, g.ring/revSlots)
 	})
 	return g
 }
@@ -147,8 +157,9 @@ func (g *guard) restart(a *guardAutomata, pos int64, prev int) {
 	if g.ends == nil {
 		g.ends = make([]uint64, a.ring/64)
 		g.marks = make([]uint64, a.ring/64)
-		g.revAt = make([]*state, a.ring/revStride)
-		g.revPos = make([]int64, a.ring/revStride)
+		g.revAt = make([]*state, a.ring/a.stride)
+		g.revPos = make([]int64, a.ring/a.stride)
+		g.stride = int64(a.stride)
 		g.ringMask = int64(a.ring - 1)
 	}
 	g.on = true
@@ -230,8 +241,8 @@ func (g *guard) run(s *Set, a *attempt, t *state, buf []byte, j, k, soft int, de
 		if k == soft {
 			return t, k, runSettled
 		}
-		if q := int64(k) + delta; soft >= 0 && q%revStride == 0 && q <= g.top {
-			if slot := (q / revStride) % slots; g.revPos[slot] == q && !g.useful(s, t, g.revAt[slot]) {
+		if q := int64(k) + delta; soft >= 0 && q%g.stride == 0 && q <= g.top {
+			if slot := (q / g.stride) % slots; g.revPos[slot] == q && !g.useful(t, g.revAt[slot]) {
 				return t, k, runSettled
 			}
 		}
@@ -242,26 +253,14 @@ func (g *guard) run(s *Set, a *attempt, t *state, buf []byte, j, k, soft int, de
 // useful reports whether some thread of t, the forward state after the
 // byte at a position q, can still complete a match the scans know of: b,
 // the backward state at q, holds the byte instructions that read that
-// byte and lead on to a match.
-func (g *guard) useful(s *Set, t, b *state) bool {
-	insts := s.prog.insts
-	if len(g.seen) == 0 {
-		g.seen = make([]uint64, (len(insts)+63)/64)
-	}
+// byte and lead on to a match, and b.outs where they lead.
+func (g *guard) useful(t, b *state) bool {
 	for _, pc := range t.pcs {
-		g.seen[pc>>6] |= 1 << (pc & 63)
-	}
-	found := false
-	for _, m := range b.pcs {
-		if in := &insts[m]; in.op == opByte && g.seen[in.out>>6]&(1<<(in.out&63)) != 0 {
-			found = true
-			break
+		if _, ok := slices.BinarySearch(b.outs, pc); ok {
+			return true
 		}
 	}
-	for _, pc := range t.pcs {
-		g.seen[pc>>6] = 0
-	}
-	return found
+	return false
 }
 
 // settled reports whether attempt a, alive in state t past the last
@@ -417,8 +416,8 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 		if t.match >= 0 {
 			g.set(g.marks, p)
 		}
-		if q := p - 1; q%revStride == 0 && len(t.pcs) > 0 {
-			slot := (q / revStride) % slots
+		if q := p - 1; q%g.stride == 0 && len(t.pcs) > 0 {
+			slot := (q / g.stride) % slots
 			if q <= old && g.revPos[slot] == q && g.revAt[slot] == t {
 				return
 			}
@@ -465,6 +464,18 @@ type revGraph struct {
 	ends    []uint32 // the match instructions, added where a match ends
 	preds   [][]uint32
 	startOf []int32 // rule+1, 0 if the instruction is no entry point
+}
+
+// outsOf returns, sorted, where the byte instructions among pcs lead.
+func (g *revGraph) outsOf(p *nfa, pcs []uint32) []uint32 {
+	var outs []uint32
+	for _, pc := range pcs {
+		if in := &p.insts[pc]; in.op == opByte {
+			outs = append(outs, in.out)
+		}
+	}
+	slices.Sort(outs)
+	return slices.Compact(outs)
 }
 
 func newRevGraph(p *nfa) *revGraph {

@@ -2,7 +2,10 @@ package engine
 
 import (
 	"bytes"
+	"io"
 	"math/rand/v2"
+	"os"
+	"strings"
 	"regexp"
 	"regexp/syntax"
 	"testing"
@@ -164,5 +167,30 @@ func TestGuardAgainstPlainAttempts(t *testing.T) {
 				t.Fatalf("#%d rules %+v prio %d max %d ring %d input %q chunks %v:\n got %q\nwant %q", it, rules, prio, s.maxMatch, s.guardA.ring, in, chunks, got, want)
 			}
 		}
+	}
+}
+
+// TestGuardTurnsOnOnlyWhenAttemptsReadTooMuch: on the sample pages, with
+// every benchmark rule set, the guard never turns on (their figures are
+// those of plain attempts); on a hostile body it does.
+func TestGuardTurnsOnOnlyWhenAttemptsReadTooMuch(t *testing.T) {
+	sets := map[string][]Rule{"wrk": wrkRules(), "10": benchRules(10), "200": benchRules(200)}
+	for _, body := range benchBodies {
+		data, err := os.ReadFile(body.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, rules := range sets {
+			st := mustCompile(t, rules, Options{}).NewStream(io.Discard, nil)
+			streamOnce(st, data)
+			if st.guard != nil {
+				t.Errorf("%s, rules %s: the guard turned on", body.name, name)
+			}
+		}
+	}
+	st := mustCompile(t, []Rule{rx(`a{1,1000}b`, "")}, Options{}).NewStream(io.Discard, nil)
+	streamOnce(st, []byte(strings.Repeat("a", 256<<10)))
+	if st.guard == nil || !st.guard.on {
+		t.Error("a{1,1000}b over a run of a: the guard stayed off")
 	}
 }

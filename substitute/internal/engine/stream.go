@@ -126,6 +126,7 @@ func (st *Stream) Reset(dst io.Writer, vars Vars) {
 	if st.guard != nil {
 		st.guard.on = false
 	}
+	st.holdMax = 1 + st.set.maxMatch + holdSlack
 	st.work = 0
 	for i := range st.varVals {
 		st.varVals[i] = st.varVals[i][:0]
@@ -316,6 +317,10 @@ func (st *Stream) processGuarded(buf []byte, start, from int, final bool) int {
 		st.guard = new(guard)
 	}
 	g := st.guard
+	// Input is taken in larger rounds: the scans cover a candidate only
+	// reach bytes past it, so a round of holdSlack would rescan the held
+	// bytes many times.
+	st.holdMax = 1 + s.maxMatch + max(holdSlack, min(s.maxMatch, guardWindow))
 	delta := st.base - int64(start)
 	emit, i := from, from
 	st.waiting = false
