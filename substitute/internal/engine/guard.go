@@ -65,7 +65,6 @@ type guard struct {
 	revAt  []*state // backward state at every stride-th position
 	revPos []int64  // the position each was taken at
 	stride int64
-
 }
 
 const (

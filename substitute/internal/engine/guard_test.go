@@ -5,9 +5,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"strings"
 	"regexp"
 	"regexp/syntax"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
