@@ -225,7 +225,7 @@ func (g *guard) nextEnd(lo int64) int64 {
 // as runPlain.
 func (g *guard) run(s *Set, a *attempt, t *state, buf []byte, j, k, soft int, delta int64) (*state, int, int) {
 	limit := j + s.maxMatch // the last byte the attempt may consume
-	slots := int64(len(g.revAt))
+	slotMask, strideMask, shift := int64(len(g.revAt)-1), g.stride-1, bits.TrailingZeros64(uint64(g.stride))
 	for ; k < len(buf); k++ {
 		t = s.step(t, buf[k])
 		if t.match >= 0 {
@@ -240,8 +240,8 @@ func (g *guard) run(s *Set, a *attempt, t *state, buf []byte, j, k, soft int, de
 		if k == soft {
 			return t, k, runSettled
 		}
-		if q := int64(k) + delta; soft >= 0 && q%g.stride == 0 && q <= g.top {
-			if slot := (q / g.stride) % slots; g.revPos[slot] == q && !g.useful(t, g.revAt[slot]) {
+		if q := int64(k) + delta; soft >= 0 && q&strideMask == 0 && q <= g.top {
+			if slot := q >> shift & slotMask; g.revPos[slot] == q && !g.useful(t, g.revAt[slot]) {
 				return t, k, runSettled
 			}
 		}
@@ -380,7 +380,7 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 		return prev
 	}
 	inject := len(bwd.classRep)
-	slots := int64(len(g.revAt))
+	slotMask := int64(len(g.revAt) - 1)
 	var t *state
 	for p := top; p >= lo; p-- {
 		if t == nil || len(t.pcs) == 0 {
@@ -415,8 +415,8 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 		if t.match >= 0 {
 			g.set(g.marks, p)
 		}
-		if q := p - 1; q%g.stride == 0 && len(t.pcs) > 0 {
-			slot := (q / g.stride) % slots
+		if q := p - 1; q&(g.stride-1) == 0 && len(t.pcs) > 0 {
+			slot := q >> bits.TrailingZeros64(uint64(g.stride)) & slotMask
 			if q <= old && g.revPos[slot] == q && g.revAt[slot] == t {
 				return
 			}
