@@ -15,6 +15,7 @@ const (
 	runLimit          // threads alive after MaxMatch+1 bytes
 	runStarved        // out of input
 	runMerged         // joined the memo path
+	runSettled        // reached the guard's last possible match event
 )
 
 // step returns the DFA state after t reads b.

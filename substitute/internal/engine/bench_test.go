@@ -151,6 +151,9 @@ func (st *Stream) memSize() int {
 	for _, v := range st.varVals {
 		n += cap(v)
 	}
+	if g := st.guard; g != nil {
+		n += int(unsafe.Sizeof(*g)) + 8*(cap(g.ends)+cap(g.marks)+cap(g.revPos)+cap(g.revAt))
+	}
 	return n
 }
 
@@ -200,28 +203,82 @@ type hostileCase struct {
 	body  []byte
 }
 
-// hostileCases are bodies where every position starts a candidate that
-// stays alive for MaxMatch bytes or for a long bounded repetition, alone or
-// among the usual rules.
+// hostileCases are bodies built against their rules: every position
+// starts a candidate that stays alive for MaxMatch bytes or for a long
+// bounded repetition, alone or among the usual rules, and some bodies hold
+// a match now and then, so that the scans cannot just pass. Each body is
+// about 256 KiB.
 func hostileCases() []hostileCase {
+	const size = 256 << 10
+	fill := func(unit string) []byte { return []byte(strings.Repeat(unit, size/len(unit))) }
+	every := func(unit string, n int, end string) []byte {
+		return fill(strings.Repeat(unit, n) + end)
+	}
 	mixed := append(benchRules(10), rx(`<a [^>]*>`, "A"), lit("<a", "B"), rx(`a{1,100}b|a+c`, "C"))
+	var many []Rule
+	for i := range 50 {
+		many = append(many, rx(fmt.Sprintf(`[0-9a-f]{8,100}%c`, 'g'+i%20)+fmt.Sprintf("%d", i), "H"))
+	}
+	const (
+		email = `[\w.+-]+@[\w-]+\.[\w.]+`
+		uuid  = `[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`
+		url   = `https?://[a-z0-9.-]{1,253}/[^\s"]{0,1000}"`
+		img   = `<img [^>]{0,1000}src="[^"]{0,500}"`
+	)
 	return []hostileCase{
-		{"tags", []Rule{rx(`<a [^>]*>`, "")}, []byte(strings.Repeat("<a ", 100_000))},
-		{"counter", []Rule{rx(`a{1,100}b|a+c`, "")}, []byte(strings.Repeat("a", 1<<20))},
-		{"long counter", []Rule{rx(`a{1,200}b|a+c`, "")}, []byte(strings.Repeat("a", 1<<18))},
-		{"mixed", mixed, []byte(strings.Repeat("<a aaaa ", 40_000))},
+		{"tags", []Rule{rx(`<a [^>]*>`, "")}, fill("<a ")},
+		{"repeat 10", []Rule{rx(`a{1,10}b`, "")}, fill("a")},
+		{"repeat 100", []Rule{rx(`a{1,100}b`, "")}, fill("a")},
+		{"repeat 1000", []Rule{rx(`a{1,1000}b`, "")}, fill("a")},
+		{"repeat 1000 matching", []Rule{rx(`a{1,1000}b`, "")}, every("a", 2000, "b")},
+		{"dot 10", []Rule{rx(`a.{0,10}z`, "")}, fill("ab")},
+		{"dot 500", []Rule{rx(`a.{0,500}z`, "")}, fill("ab")},
+		{"dot 500 matching", []Rule{rx(`a.{0,500}z`, "")}, every("ab", 1000, "z")},
+		{"nested", []Rule{rx(`(?:a{1,10}){1,10}b`, "")}, fill("a")},
+		{"alternated", []Rule{rx(`a{1,100}b|a+c`, "")}, fill("a")},
+		{"alternated groups", []Rule{rx(`(?:a|ab){1,50}c`, "")}, fill("ab")},
+		{"class in class", []Rule{rx(`[a-z]{1,100}[0-9]`, "")}, fill("abcdefghij")},
+		{"word run", []Rule{rx(`\w{3,64}=`, "")}, fill("w")},
+		{"50 repeats", many, fill("0123456789abcdef")},
+		{"email", []Rule{rx(email, "")}, fill("a")},
+		{"email matching", []Rule{rx(email, "")}, every("a", 1000, "@b.c ")},
+		{"email ats", []Rule{rx(email, "")}, fill("a@")},
+		{"uuid", []Rule{rx(uuid, "")}, fill("0123abcd-")},
+		{"url", []Rule{rx(url, "")}, fill("https://x/")},
+		{"img", []Rule{rx(img, "")}, fill("<img ")},
+		{"counter", []Rule{rx(`a{1,100}b|a+c`, "")}, fill("a")},
+		{"mixed", mixed, fill("<a aaaa ")},
 	}
 }
 
-// BenchmarkWorstCase prints MB/s on the hostile bodies: the work must stay
-// proportional to the body, whatever MaxMatch.
+// BenchmarkWorstCase prints MB/s on the hostile bodies, for the engine,
+// for the engine with its guard off (attempts alone), and, on the same
+// body in the same run, for Go's regexp (one alternation of the rules,
+// leftmost-longest, ReplaceAll): the engine's work must stay proportional
+// to the body, whatever the repeat counts and MaxMatch.
 func BenchmarkWorstCase(b *testing.B) {
 	for _, hc := range hostileCases() {
 		for _, maxMatch := range []int{1 << 10, DefaultMaxMatch} {
-			b.Run(fmt.Sprintf("%s/max_match=%d", hc.name, maxMatch), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/max_match=%d/engine", hc.name, maxMatch), func(b *testing.B) {
 				benchStream(b, mustCompile(b, hc.rules, Options{MaxMatch: maxMatch}), hc.body)
 			})
 		}
+		// The engine without its guard: anchored attempts and the path
+		// memo alone, as before the guard existed.
+		b.Run(fmt.Sprintf("%s/max_match=%d/attempts", hc.name, DefaultMaxMatch), func(b *testing.B) {
+			s := mustCompile(b, hc.rules, Options{})
+			s.guardMode = guardNever
+			benchStream(b, s, hc.body)
+		})
+		b.Run(fmt.Sprintf("%s/regexp", hc.name), func(b *testing.B) {
+			re := combined(hc.rules)
+			b.SetBytes(int64(len(hc.body)))
+			cpu0 := cpuTime()
+			for range b.N {
+				re.ReplaceAllLiteral(hc.body, nil)
+			}
+			reportCPU(b, cpuTime()-cpu0, len(hc.body))
+		})
 	}
 }
 
@@ -276,4 +333,22 @@ func BenchmarkWrkRules(b *testing.B) {
 		b.Fatal(err)
 	}
 	benchStream(b, mustCompile(b, wrkRules(), Options{}), data)
+}
+
+// TestGuardedStreamMemory: with its guard on, a stream holds at most about
+// twice MaxMatch plus 100 KiB (its input rounds, the scans' bit rings and
+// kept states).
+func TestGuardedStreamMemory(t *testing.T) {
+	body := []byte(strings.Repeat(strings.Repeat("a", 300)+"b", 2000))
+	for _, maxMatch := range []int{1 << 10, DefaultMaxMatch, 1 << 20} {
+		s := mustCompile(t, []Rule{rx(`a{1,200}b|a+c`, "")}, Options{MaxMatch: maxMatch})
+		st := s.NewStream(io.Discard, nil)
+		streamOnce(st, body)
+		if st.guard == nil || !st.guard.on {
+			t.Fatalf("max_match %d: the guard did not turn on", maxMatch)
+		}
+		if got, want := st.memSize(), 2*maxMatch+100<<10; got > want {
+			t.Errorf("max_match %d: guarded stream owns %d bytes, want <= %d", maxMatch, got, want)
+		}
+	}
 }

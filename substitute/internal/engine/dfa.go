@@ -81,6 +81,9 @@ type state struct {
 	match int32
 	eof   atomic.Int32 // rule matched at end of input; -2: not computed yet
 	next  []atomic.Pointer[state]
+	// outs, in a backward scan's state, lists sorted where its byte
+	// instructions lead (guard.useful).
+	outs []uint32
 }
 
 // alive reports whether an attempt in state s is still of use: threads are
@@ -108,6 +111,14 @@ type dfa struct {
 	first    bool // leftmost-first thread priority (else leftmost-longest)
 	classes  *[256]uint8
 	classRep []byte // a byte of each class
+
+	// The guard's automata (guard.go) set these: inject lists the pcs every
+	// transition adds (the rules' entry points for the forward scan that
+	// finds where matches end; the match instructions for the backward
+	// scan that finds where they start), and rev, for the backward scan,
+	// the predecessors it follows.
+	inject []uint32
+	rev    *revGraph
 
 	mu      sync.Mutex
 	states  map[string]*state
@@ -152,6 +163,10 @@ func (d *dfa) intern(flags uint8, match int32, pcs []uint32) *state {
 		d.reset()
 	}
 	s := &state{pcs: slices.Clone(pcs), flags: flags, match: match, next: make([]atomic.Pointer[state], len(d.classRep)+1)}
+	if d.rev != nil {
+		s.outs = d.rev.outsOf(d.prog, pcs)
+		sz += 4 * len(s.outs)
+	}
 	s.eof.Store(-2)
 	d.states[string(d.key)] = s
 	d.size += sz
@@ -237,6 +252,14 @@ func (d *dfa) step(flags uint8, pcs []uint32, b int) int32 {
 	return match
 }
 
+// stepAny is step, or stepRev for a backward automaton.
+func (d *dfa) stepAny(flags uint8, pcs []uint32, b int) int32 {
+	if d.rev != nil {
+		return d.stepRev(flags, pcs, b)
+	}
+	return d.step(flags, pcs, b)
+}
+
 // next returns the transition of s on byte class c, building it on first
 // use.
 func (d *dfa) next(s *state, c int) *state {
@@ -254,7 +277,8 @@ func (d *dfa) build(s *state, c int) *state {
 		return t // another stream built it meanwhile
 	}
 	b := d.classRep[c]
-	m := d.step(s.flags, s.pcs, int(b))
+	m := d.stepAny(s.flags, s.pcs, int(b))
+	d.out = append(d.out, d.inject...)
 	out := d.dedup(d.out)
 	t := d.intern(flagsAfter(b), m, out)
 	s.next[c].Store(t)
@@ -268,7 +292,7 @@ func (d *dfa) eofMatch(s *state) int32 {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	m := d.step(s.flags, s.pcs, -1)
+	m := d.stepAny(s.flags, s.pcs, -1)
 	s.eof.Store(m)
 	return m
 }

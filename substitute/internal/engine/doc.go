@@ -47,9 +47,22 @@
 //   - A Once rule leaves the stream's active rules after its first match.
 //   - Memory is bounded whatever the body: a Set's DFA cache by
 //     Options.CacheSize (it is emptied and refilled when full, with the same
-//     output), a Stream by MaxMatch plus about 4 KiB for a few hundred rules
-//     (TestStreamMemory). Work per byte is bounded too: a hostile body costs
-//     a small constant number of DFA steps per byte (BenchmarkWorstCase).
+//     output; the guard's two scans, built only when a body first needs
+//     them, have a cache of that size each), a Stream by MaxMatch plus about
+//     4 KiB for a few hundred rules (TestStreamMemory), and, with its guard
+//     on, by about twice MaxMatch plus 100 KiB (TestGuardedStreamMemory).
+//   - Work per byte is bounded too, whatever the repeat counts: once the
+//     attempts of a stream have read guardRatio (4) times the body, plus
+//     64 KiB, every further byte costs one forward and about one backward
+//     DFA transition, and attempts are made only where a match begins,
+//     each cut short where no match event is left for it (guard.go). What
+//     remains per match is the match's own cost, like any scanner's: its
+//     bytes, the replacement, and for a longest match the bytes its rule
+//     still reads past it. BenchmarkWorstCase measures both beside Go's
+//     regexp on bodies built against their rules.
+//   - Stream.Dropped counts rules given up at MaxMatch where an attempt
+//     ran: with the guard on, positions where no match can begin get no
+//     attempt, and a rule alive there is not counted.
 //
 // # Design
 //
@@ -58,7 +71,12 @@
 // rule; a lazy DFA (dfa.go) runs it for all rules at once; a prefilter
 // (prefilter.go, teddy.go) skips to the positions where a match may start;
 // a Stream (stream.go) runs anchored attempts from those positions, and a
-// path memo (pathmemo.go) bounds the work of overlapping attempts; capture
+// path memo (pathmemo.go) bounds the work of overlapping attempts; when
+// attempts still read too much (bounded repeats, whose attempts never meet
+// in one state), a guard (guard.go) takes over for the rest of the body: a
+// forward scan finds where matches can end and a backward scan where they
+// can begin, each run once over the body, and only those positions get an
+// attempt; capture
 // groups are computed only for rules whose replacement uses them, after the
 // match is known (submatch.go), and replacements are parsed once
 // (template.go, replace.go). Each file's notes explain its part; figures

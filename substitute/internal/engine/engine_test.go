@@ -214,6 +214,8 @@ var (
 		"a", "b", "ab", "é", "[ab]", "[^a]", ".", "(?s:.)", "a*", "b+", "a?b", "(a|ab)", "(ab|a)", "a+?",
 		`\b`, `\B`, "$", "^", "(?m:^)", "(?m:$)", `\A`, `\z`, "(?i:ä)", "(?i:a)", `\pL`, `\s`, `\w+`,
 		"a{1,3}", "(b)", "(?P<x>a|é)", "[é-ë]+", "(?:a|b)*?b",
+		// Bounded repeats, the guard's business.
+		"a{2,7}", "[ab]{1,9}b", "(?:ab){1,4}", ".{0,6}a", `\w{2,5}\b`, "(?:a{1,3}b?){2,3}",
 	}
 )
 
@@ -331,11 +333,26 @@ func checkScans(t *testing.T, s *Set, want, input []byte, rng *rand.Rand, what s
 	checkStream(t, s, want, input, rng, what)
 }
 
+// checkGuarded checks that s's output with the guard on from the first
+// byte is want, in one write and in chunks of various sizes.
+func checkGuarded(t *testing.T, s *Set, want, input []byte, rng *rand.Rand, what string) {
+	t.Helper()
+	for _, chunks := range [][]int{nil, {1}, {1 + rng.IntN(4), 1 + rng.IntN(7)}} {
+		got, _, err := runGuard(s, guardAlways, randVars, input, chunks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s input %q chunks %v: guarded output %q, want %q", what, input, chunks, got, want)
+		}
+	}
+}
+
 // checkStream checks s's output on input against want (unless a rule was
 // dropped), with and without the memo and in chunks of various sizes.
 func checkStream(t *testing.T, s *Set, want, input []byte, rng *rand.Rand, what string) {
 	t.Helper()
-	whole, st, err := run(s, randVars, input, nil)
+	whole, st, err := runGuard(s, guardNever, randVars, input, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,6 +367,7 @@ func checkStream(t *testing.T, s *Set, want, input []byte, rng *rand.Rand, what 
 	if !bytes.Equal(plain, whole) || pst.Dropped() != st.Dropped() {
 		t.Fatalf("%s input %q: with memo %q (%d dropped), without %q (%d dropped)", what, input, whole, st.Dropped(), plain, pst.Dropped())
 	}
+	checkGuarded(t, s, whole, input, rng, what)
 	for _, chunks := range [][]int{{1}, {1 + rng.IntN(4), 1 + rng.IntN(7)}, {rng.IntN(len(input) + 1)}} {
 		if chunks[0] == 0 {
 			chunks[0] = 1
@@ -481,12 +499,17 @@ func TestHostileBodies(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, chunks := range [][]int{nil, {1}, {7, 13}, {4096}} {
-				got, st, err := run(s, nil, body, chunks)
+				got, st, err := runGuard(s, guardNever, nil, body, chunks)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if !bytes.Equal(got, want) || st.Dropped() != plain.Dropped() {
 					t.Fatalf("%s max_match %d chunks %v: output or drops (%d, want %d) differ from plain attempts", hc.name, maxMatch, chunks, st.Dropped(), plain.Dropped())
+				}
+				for _, mode := range []guardMode{guardAuto, guardAlways} {
+					if got, _, err := runGuard(s, mode, nil, body, chunks); err != nil || !bytes.Equal(got, want) {
+						t.Fatalf("%s max_match %d chunks %v guard mode %d: output differs from plain attempts (%v)", hc.name, maxMatch, chunks, mode, err)
+					}
 				}
 			}
 			if plain.Dropped() == 0 {
@@ -544,12 +567,15 @@ func TestMemoAgainstPlainAttempts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, st, err := run(s, randVars, in, chunks)
+			got, st, err := runGuard(s, guardNever, randVars, in, chunks)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, want) || st.Dropped() != plain.Dropped() {
 				t.Fatalf("#%d rules %+v prio %d max %d ring %d input %q chunks %v:\n got %q (%d dropped)\nwant %q (%d dropped)", it, rules, prio, s.maxMatch, s.memoShape.ring, in, chunks, got, st.Dropped(), want, plain.Dropped())
+			}
+			if got, _, err := runGuard(s, guardAlways, randVars, in, chunks); err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("#%d rules %+v prio %d max %d input %q chunks %v: guarded output %q, want %q (%v)", it, rules, prio, s.maxMatch, in, chunks, got, want, err)
 			}
 		}
 	}

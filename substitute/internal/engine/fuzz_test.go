@@ -45,7 +45,7 @@ func FuzzSubstitute(f *testing.F) {
 		if err != nil {
 			return
 		}
-		whole, st, err := run(s, nil, body, nil)
+		whole, st, err := runGuard(s, guardNever, nil, body, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,6 +62,15 @@ func FuzzSubstitute(f *testing.F) {
 		}
 		if !bytes.Equal(whole, plain) || st.Dropped() != pst.Dropped() {
 			t.Fatalf("output %q (%d dropped) differs from plain attempts %q (%d dropped)", whole, st.Dropped(), plain, pst.Dropped())
+		}
+		for _, chunks := range [][]int{nil, {1 + int(split)%16, 1}} {
+			guarded, _, err := runGuard(s, guardAlways, nil, body, chunks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(whole, guarded) {
+				t.Fatalf("output %q differs with the guard on (chunks %v): %q", whole, chunks, guarded)
+			}
 		}
 		if s.pre.teddy != nil {
 			s.pre.teddy = nil // the scalar scan

@@ -169,12 +169,24 @@ func refExpand(out []byte, r Rule, rx *regexp.Regexp, input []byte, idx []int, v
 	return append(out, tmpl[last:]...)
 }
 
-// runNoMemo is run with the memo path off (a ring of no positions): every
-// attempt runs on its own, the plain behaviour the memo must not change.
+// runNoMemo is run with the memo path off (a ring of no positions) and the
+// guard never on: every candidate gets an attempt that runs on its own, the
+// plain behaviour the memo and the guard must not change (the guard's
+// drops apart, see runGuarded).
 func runNoMemo(s *Set, vars Vars, input []byte, chunks []int) ([]byte, *Stream, error) {
 	ring := s.memoShape.ring
 	s.memoShape.ring = 0
 	defer func() { s.memoShape.ring = ring }()
+	return runGuard(s, guardNever, vars, input, chunks)
+}
+
+// runGuard is run with the guard on from the first byte, or never on.
+// With the guard on, Dropped counts only the candidates attempted, so
+// tests compare its output only.
+func runGuard(s *Set, mode guardMode, vars Vars, input []byte, chunks []int) ([]byte, *Stream, error) {
+	old := s.guardMode
+	s.guardMode = mode
+	defer func() { s.guardMode = old }()
 	return run(s, vars, input, chunks)
 }
 

@@ -64,6 +64,14 @@ type Set struct {
 	maxCap   int        // largest capProg.ncap
 	varNames []string
 
+	minLen    int // a lower bound of every match's length
+	cacheSize int
+	guardA    guardAutomata // built when a stream first needs its guard
+	// guardMode lets tests turn every stream's guard on from the first
+	// byte, or never on.
+	guardMode guardMode
+	guardRing int // tests: a smaller ring, so that scans run in more segments
+
 	// memoShape sizes each stream's path memo (tests shrink it, or set
 	// its ring to 0 to turn the memo off).
 	memoShape memoShape
@@ -104,6 +112,7 @@ func Compile(rules []Rule, opts Options) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.minLen, s.cacheSize = minLen, opts.CacheSize
 	s.buildClasses()
 	s.dfa = newDFA(&s.prog, s.prio == First, &s.classes, s.classReps(), opts.CacheSize)
 	if need := cacheMinStates * s.dfa.stateSize(len(s.prog.insts)); need > opts.CacheSize {

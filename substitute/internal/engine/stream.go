@@ -36,6 +36,7 @@ type Stream struct {
 	all     bool // active holds every rule (use the Set's start states)
 	none    bool // no rule left: pass everything through
 	running bool // a match attempt is in progress (run)
+	waiting bool // the guard holds candidates until more input comes
 	// dropPrev: see dropFrom (here, where it takes no word of its own).
 	dropPrev uint8
 	starts   [4]*state
@@ -61,6 +62,11 @@ type Stream struct {
 	// The match attempt in progress, anchored at the first pending byte.
 	run  attempt
 	memo pathMemo // the path of the attempt run furthest
+
+	// guard keeps a hostile body linear (guard.go); work counts the bytes
+	// attempts read, to turn it on.
+	guard *guard
+	work  int64
 
 	idx []int // submatch offsets
 	// base is the offset in the body of the first byte process is given.
@@ -116,7 +122,12 @@ func (st *Stream) Reset(dst io.Writer, vars Vars) {
 	st.prev = -1
 	st.base = 0
 	st.memo.reset()
-	st.running = false
+	st.running, st.waiting = false, false
+	if st.guard != nil {
+		st.guard.on = false
+	}
+	st.holdMax = 1 + st.set.maxMatch + holdSlack
+	st.work = 0
 	for i := range st.varVals {
 		st.varVals[i] = st.varVals[i][:0]
 	}
@@ -146,7 +157,7 @@ func (st *Stream) Write(p []byte) (int, error) {
 	}
 	n := len(p)
 	for len(p) > 0 && st.err == nil {
-		if !st.running {
+		if !st.running && !st.waiting {
 			k := st.process(p, 0, false)
 			st.keep(p, k)
 			break
@@ -170,10 +181,10 @@ func (st *Stream) Err() error { return st.err }
 // Close ends the input: matches that need the end of the body ($, \z, \b)
 // are decided and every held byte is written.
 func (st *Stream) Close() error {
-	if st.err == nil && st.running {
+	if st.err == nil && (st.running || st.waiting) {
 		st.keep(st.hold, st.process(st.hold, 1, true))
 	}
-	st.running = false
+	st.running, st.waiting = false, false
 	st.hold = st.hold[:1]
 	return st.err
 }
@@ -226,6 +237,9 @@ func (st *Stream) write(b []byte) {
 // running, it is anchored at buf[start]. final means no input follows.
 func (st *Stream) process(buf []byte, start int, final bool) int {
 	s := st.set
+	if st.guard != nil && st.guard.on || s.guardMode == guardAlways {
+		return st.processGuarded(buf, start, start, final)
+	}
 	emit, i := start, start
 	for st.err == nil {
 		j := start
@@ -237,6 +251,13 @@ func (st *Stream) process(buf []byte, start int, final bool) int {
 			if j >= len(buf) {
 				break
 			}
+			if st.work > guardRatio*(int64(j)+st.base-int64(start))+guardSlack && s.guardMode == guardAuto {
+				// Attempts read far more than the body: the guard
+				// takes over from this candidate.
+				st.write(buf[emit:j])
+				return st.processGuarded(buf, start, j, final)
+			}
+			st.work += guardAttemptCost
 			st.attempts.add()
 			if !st.literal(buf, j) {
 				prev := prevClass(st.prevByte(buf, start, j))
@@ -250,6 +271,7 @@ func (st *Stream) process(buf []byte, start int, final bool) int {
 			// several percent on hostile bodies).
 			delta := st.base - int64(start)
 			t, k, why := st.memo.run(s, &st.run, buf, j, delta)
+			st.work += int64(k - j - st.run.len + 1)
 			if why == runStarved && !final {
 				// Out of input: held until the next Write.
 				st.run.state, st.run.len = t, len(buf)-j
@@ -264,6 +286,125 @@ func (st *Stream) process(buf []byte, start int, final bool) int {
 				// A match at the end of the body is no event of the path:
 				// the path's own end decides it again for an attempt that
 				// joins it.
+				if m := s.dfa.eofMatch(t); m >= 0 {
+					st.run.bestLen, st.run.bestRule = len(buf)-j, m
+				}
+			}
+		}
+		st.running = false
+		if st.run.bestLen < 0 {
+			i = j + 1
+			continue
+		}
+		e := j + st.run.bestLen
+		st.write(buf[emit:j])
+		st.replace(buf, start, j, e, int(st.run.bestRule))
+		emit, i = e, e
+	}
+	st.write(buf[emit:])
+	return len(buf)
+}
+
+// processGuarded is process with the guard on (guard.go), from buf[from]
+// (bytes before it are written or matched already): a candidate gets an
+// attempt only if the guard's scans say a match can begin there, and one
+// whose bytes the scans have not covered yet is held until more input
+// comes.
+func (st *Stream) processGuarded(buf []byte, start, from int, final bool) int {
+	s := st.set
+	a := s.guardAutomata()
+	if st.guard == nil {
+		st.guard = new(guard)
+	}
+	g := st.guard
+	// Input is taken in larger rounds: the scans cover a candidate only
+	// reach bytes past it, so a round of holdSlack would rescan the held
+	// bytes many times.
+	st.holdMax = 1 + s.maxMatch + max(holdSlack, min(s.maxMatch, guardWindow))
+	delta := st.base - int64(start)
+	emit, i := from, from
+	st.waiting = false
+	for st.err == nil {
+		j := start
+		if !st.running {
+			if st.none {
+				break
+			}
+			if i >= len(buf) {
+				break
+			}
+			// The scans' marks, not the prefilter, give the candidates.
+			pos := int64(i) + delta
+			if !g.on || pos > g.uPos {
+				g.restart(a, pos, prevClass(st.prevByte(buf, start, i)))
+			}
+			g.cover(s, buf, i, st.prev, final, delta)
+			m := g.nextMark(pos)
+			if g.done {
+				if m > g.top {
+					break // no match begins in the rest of the body
+				}
+			} else if lim := g.top - int64(a.reach) + 1; m > max(pos, lim) {
+				// Positions below lim are decided (no match begins there
+				// unless marked); from lim on, a match ending after top
+				// may still begin: wait for more input.
+				if lim > pos {
+					i = int(lim - delta)
+					continue
+				}
+				st.waiting = true
+				st.write(buf[emit:i])
+				return i
+			}
+			j = int(m - delta)
+			// Decided (the scans cover the candidate's reach): attempt it
+			// if a match can begin there. Undecided: wait for more input,
+			// rather than run an attempt the scans cannot cut short.
+			if !g.cover(s, buf, j, st.prev, final, delta) {
+				st.waiting = true
+				st.write(buf[emit:j])
+				return j
+			} else if !g.worth(s, m) {
+				i = j + 1
+				continue
+			}
+			st.attempts.add()
+			if !st.literal(buf, j) {
+				prev := prevClass(st.prevByte(buf, start, j))
+				st.running = true
+				st.run.state, st.run.len, st.run.prev, st.run.bestLen = st.startState(prev), 0, prev, -1
+			}
+		}
+		if st.running {
+			// No path memo: attempts start only where a match begins.
+			// The last end the scans know in reach is where the attempt's
+			// last match event can be; past it, only a rule given up at
+			// MaxMatch could change the outcome, and only the best
+			// match's own rule can (see guard.settled).
+			soft := -1
+			if pos := int64(j) + delta; g.done || g.top >= pos+int64(a.reach) {
+				soft = j // no end in reach: nothing can match
+				if e := g.prevEnd(pos+int64(a.reach), pos+1); e >= 0 {
+					soft = int(e - delta)
+				}
+			} // else an attempt begun before the guard, resumed
+			t, k, why := g.run(s, &st.run, st.run.state, buf, j, j+st.run.len, soft, delta)
+			if why == runSettled {
+				if g.settled(s, &st.run, t) {
+					why = runDead
+				} else {
+					t, why = s.runPlain(&st.run, t, buf, j, k+1)
+				}
+			}
+			if why == runStarved && !final {
+				st.run.state, st.run.len = t, len(buf)-j
+				st.write(buf[emit:j])
+				return j
+			}
+			switch why {
+			case runLimit:
+				st.drop(buf, j, t)
+			case runStarved:
 				if m := s.dfa.eofMatch(t); m >= 0 {
 					st.run.bestLen, st.run.bestRule = len(buf)-j, m
 				}
