@@ -5,8 +5,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"regexp"
-	"regexp/syntax"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -72,28 +70,7 @@ func spanMatches(rules []Rule, body []byte) (starts []int64, ends []bool) {
 		starts[i] = -1
 	}
 	for _, r := range rules {
-		pat := r.Pattern
-		if r.Literal {
-			pat = regexp.QuoteMeta(pat)
-		} else {
-			re, err := syntax.Parse(pat, syntax.Perl)
-			if err != nil {
-				panic(err)
-			}
-			pat = re.String()
-		}
-		var spans [4]*regexp.Regexp
-		for v := range 4 {
-			p := `\A`
-			if v&2 != 0 {
-				p += `(?s:.)`
-			}
-			p += `(?:` + pat + `)`
-			if v&1 != 0 {
-				p += `(?s:.)`
-			}
-			spans[v] = regexp.MustCompile(p + `\z`)
-		}
+		spans := refSpans(refPattern(r))
 		for j := 0; j < len(body); j++ {
 			if !utf8.RuneStart(body[j]) {
 				continue

@@ -18,34 +18,14 @@ func reference(rules []Rule, prio Priority, vars Vars, input []byte) []byte {
 	}
 	rs := make([]refRule, len(rules))
 	for i, r := range rules {
-		pat := r.Pattern
-		if r.Literal {
-			pat = regexp.QuoteMeta(pat)
-		} else {
-			// Canonical form, safe to wrap (\Q without \E is not).
-			re, err := syntax.Parse(pat, syntax.Perl)
-			if err != nil {
-				panic(err)
-			}
-			pat = re.String()
-		}
+		pat := refPattern(r)
 		rs[i].atStart = regexp.MustCompile(`\A(?:` + pat + `)`)
 		rs[i].after = regexp.MustCompile(`\A(?s:.)(?:` + pat + `)`)
 		if prio == Longest {
 			rs[i].atStart.Longest()
 			rs[i].after.Longest()
 		}
-		for v := range 4 {
-			p := `\A`
-			if v&2 != 0 {
-				p += `(?s:.)`
-			}
-			p += `(?:` + pat + `)`
-			if v&1 != 0 {
-				p += `(?s:.)`
-			}
-			rs[i].spans[v] = regexp.MustCompile(p + `\z`)
-		}
+		rs[i].spans = refSpans(pat)
 	}
 	active := make([]bool, len(rules))
 	for i := range active {
@@ -126,6 +106,36 @@ func reference(rules []Rule, prio Priority, vars Vars, input []byte) []byte {
 		}
 	}
 	return append(out, input[pos:]...)
+}
+
+// refPattern is a rule's pattern in Go's regexp syntax, in canonical form,
+// safe to wrap (\Q without \E is not).
+func refPattern(r Rule) string {
+	if r.Literal {
+		return regexp.QuoteMeta(r.Pattern)
+	}
+	re, err := syntax.Parse(r.Pattern, syntax.Perl)
+	if err != nil {
+		panic(err)
+	}
+	return re.String()
+}
+
+// refSpans matches pat against a whole span, with the rune before it
+// (v&2) and the rune after it (v&1) as context.
+func refSpans(pat string) (spans [4]*regexp.Regexp) {
+	for v := range 4 {
+		p := `\A`
+		if v&2 != 0 {
+			p += `(?s:.)`
+		}
+		p += `(?:` + pat + `)`
+		if v&1 != 0 {
+			p += `(?s:.)`
+		}
+		spans[v] = regexp.MustCompile(p + `\z`)
+	}
+	return spans
 }
 
 // refToken finds $ references as regexp.Expand reads them (a name is a run

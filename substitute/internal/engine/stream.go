@@ -279,17 +279,9 @@ func (st *Stream) process(buf []byte, start int, final bool) int {
 				return j
 			}
 			st.memo.resolve(&st.run, j, k, t, why, delta)
-			switch why {
-			case runLimit:
-				st.drop(buf, j, t)
-			case runStarved:
-				// A match at the end of the body is no event of the path:
-				// the path's own end decides it again for an attempt that
-				// joins it.
-				if m := s.dfa.eofMatch(t); m >= 0 {
-					st.run.bestLen, st.run.bestRule = len(buf)-j, m
-				}
-			}
+			// A match at the end of the body is no event of the path: the
+			// path's own end decides it again for an attempt that joins it.
+			st.settle(buf, j, t, why)
 		}
 		st.running = false
 		if st.run.bestLen < 0 {
@@ -401,14 +393,7 @@ func (st *Stream) processGuarded(buf []byte, start, from int, final bool) int {
 				st.write(buf[emit:j])
 				return j
 			}
-			switch why {
-			case runLimit:
-				st.drop(buf, j, t)
-			case runStarved:
-				if m := s.dfa.eofMatch(t); m >= 0 {
-					st.run.bestLen, st.run.bestRule = len(buf)-j, m
-				}
-			}
+			st.settle(buf, j, t, why)
 		}
 		st.running = false
 		if st.run.bestLen < 0 {
@@ -422,6 +407,20 @@ func (st *Stream) processGuarded(buf []byte, start, from int, final bool) int {
 	}
 	st.write(buf[emit:])
 	return len(buf)
+}
+
+// settle ends the attempt at buf[j], stopped in state t for reason why:
+// past MaxMatch its live rules are dropped; at the end of the body, a match
+// ending there counts.
+func (st *Stream) settle(buf []byte, j int, t *state, why int) {
+	switch why {
+	case runLimit:
+		st.drop(buf, j, t)
+	case runStarved:
+		if m := st.set.dfa.eofMatch(t); m >= 0 {
+			st.run.bestLen, st.run.bestRule = len(buf)-j, m
+		}
+	}
 }
 
 // literal decides the attempt at buf[j] without running the DFA when its
