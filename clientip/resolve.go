@@ -120,10 +120,13 @@ func (rs *resolver) resolve(remoteAddr string, header http.Header) resolution {
 }
 
 func (rs *resolver) judge(remoteAddr string, header http.Header, r *http.Request) resolution {
-	peer, peerText, ok := parsePeer(remoteAddr)
-	unixPeer := !ok && onUnixSocket(r)
-	if unixPeer {
-		peerText = unixPeerText
+	// The listener decides what the peer is: on a Unix socket, RemoteAddr
+	// is the peer socket's name, which the peer chose ("10.9.9.9:80"
+	// would parse as an address).
+	unixPeer := onUnixSocket(r)
+	peer, peerText, ok := netip.Addr{}, unixPeerText, false
+	if !unixPeer {
+		peer, peerText, ok = parsePeer(remoteAddr)
 	}
 	res := resolution{peer: peer, peerText: peerText, client: peer, clientText: peerText}
 	if rs.direct && ok {

@@ -46,6 +46,10 @@ func TestUnixSocketPeer(t *testing.T) {
 		{"on, recursive", onRecursive, unixRequest("@", hdr("X-Forwarded-For", "10.9.9.9, "+callerIP+", 10.1.1.1, 10.2.2.2")), callerIP, reasonNone, "@", true},
 		{"unix only: a TCP peer is not trusted", unixOnly, newRequest("GET", "http://example.com/", edgePeer, "X-Forwarded-For", callerIP), "10.0.0.1", reasonUntrustedHop, "10.0.0.1", false},
 		{"unix only: the socket is", unixOnly, unixRequest("@", hdr("X-Forwarded-For", callerIP)), callerIP, reasonNone, "@", true},
+		// A peer socket named like an address is still a Unix peer: its
+		// name is the caller's choice, never a TCP edge's address.
+		{"off: a peer socket named like the edge", off, unixRequest("10.9.9.9:80", hdr("X-Forwarded-For", callerIP)), "invalid IP", reasonUntrustedHop, "@", false},
+		{"on: a peer socket named like an address", on, unixRequest("10.9.9.9:80", hdr("X-Forwarded-For", callerIP)), callerIP, reasonNone, "@", true},
 		// "@" on a TCP listener is no Unix peer (another module wrote it).
 		{"@ without a Unix listener", on, newRequest("GET", "http://example.com/", "@", "X-Forwarded-For", callerIP), "invalid IP", reasonInvalid, "", false},
 	} {
