@@ -2,6 +2,7 @@ package clientip
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -61,18 +62,30 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	}
 //
 // trusted_proxies, strip and verify's key may be repeated; their lists add
-// up. A trusted_proxies line whose first argument is the name of an
+// up. Every other subdirective may be given once. A trusted_proxies line whose first argument is the name of an
 // http.ip_sources module (static, or a plugin such as cloudflare) rather
 // than an address is that module's configuration, as in Caddy's own
 // trusted_proxies server option; there can be one such line, and its ranges
 // add to the listed ones.
+// singleOptions may be given once in a client_ip block.
+var singleOptions = []string{"trusted_proxies_unix", "recursive", "hops", "forwarded", "secret", "untrusted"}
+
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	given := map[string]bool{}
 	for d.NextBlock(0) {
 		option := d.Val()
+		if slices.Contains(singleOptions, option) {
+			// A second line would silently replace the first (untrusted
+			// reject, then untrusted allow, would switch refusal off).
+			if given[option] {
+				return d.Errf("client_ip: %s given twice: a second line would replace the first; keep one", option)
+			}
+			given[option] = true
+		}
 		switch option {
 		case "trusted_proxies":
 			if !d.NextArg() {

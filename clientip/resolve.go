@@ -140,10 +140,6 @@ func (rs *resolver) judge(remoteAddr string, header http.Header, r *http.Request
 		res.reason = reasonInvalid
 		return res
 	}
-	if rs.secretHeader != "" && !rs.secretMatches(header[rs.secretHeader]) {
-		res.reason = reasonSecret
-		return res
-	}
 	// trusted_proxies_unix is one more member of the trusted set: with it,
 	// the span is checked too.
 	trust := trustSet{fixed: rs.trusted, check: rs.trusted != nil || rs.ranges != nil || rs.unix}
@@ -158,6 +154,12 @@ func (rs *resolver) judge(remoteAddr string, header http.Header, r *http.Request
 	}
 	if !unixPeer && trust.check && !trust.contains(peer) {
 		res.reason = reasonUntrustedHop
+		return res
+	}
+	// The secret only after the peer: a stranger's reason must not say
+	// whether its guess of the secret was right.
+	if rs.secretHeader != "" && !rs.secretMatches(header[rs.secretHeader]) {
+		res.reason = reasonSecret
 		return res
 	}
 
