@@ -100,7 +100,8 @@ func parseKeyTemplate(s string) (keyTemplate, error) {
 // value where throttle runs: one Caddy does not know under
 // http.request. (a typo such as {http.request.headr.X-Api-Key}, which
 // would be empty on every request), or one set only once the request has
-// been decided (the response, the upstream, an error for handle_errors).
+// been decided (the response, the upstream, an error for handle_errors), or
+// one that differs on every request ({time.*}, {http.request.uuid}).
 // Caddy's own replacer says which http.request. names exist. What depends
 // on the route (a variable, {http.auth.user.id}, which is empty unless
 // authentication ran before throttle) cannot be known here: Caddy
@@ -117,6 +118,9 @@ func checkPlaceholder(name string) error {
 		if strings.HasPrefix(name, late.prefix) {
 			return fmt.Errorf("{%s} has a value only after throttle has decided (it belongs to %s): key on the request, e.g. {http.request.header.X-Api-Key}, {client_ip} or {http.auth.user.id}", name, late.what)
 		}
+	}
+	if name == "time" || strings.HasPrefix(name, "time.") {
+		return fmt.Errorf("{%s} is the time of each request, so no two requests would share a key and no caller would ever be limited: key on who calls, e.g. {client_ip} or {http.request.header.X-Api-Key}", name)
 	}
 	switch name {
 	case "http.request.uuid", "http.request.duration", "http.request.duration_ms":
