@@ -48,6 +48,9 @@ func satMul(a, b int64) int64 {
 type outcome struct {
 	allowed bool
 	after   int64
+	// full: a concurrent zone refused a new key because its table is full
+	// (max_keys), not because the key reached its limit.
+	full bool
 }
 
 // check is the GCRA test on a stored TAT; it returns the outcome if nothing

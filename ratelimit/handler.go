@@ -129,15 +129,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 	}
 	z := h.zones[by]
+	rule := z.rule
+	if out[by].full {
+		rule = z.rule + ": key table full (max_keys)"
+	}
 	if h.observe {
 		caddyhttp.SetVar(r.Context(), ObservedVar, z.name)
 		// The partition key, never the key: a key may be a credential.
 		h.logger.Info("would reject (observe mode)",
-			zap.String("zone", z.name), zap.String("pk", keys[by].pkString()), zap.String("rule", z.rule))
+			zap.String("zone", z.name), zap.String("pk", keys[by].pkString()), zap.String("rule", rule))
 		return next.ServeHTTP(w, r)
 	}
 	retryAfter := max(1, ceilSeconds(wait))
-	h.logRejection(r, z, &keys[by], z.rule, retryAfter)
+	h.logRejection(r, z, &keys[by], rule, retryAfter)
 	w.Header().Set("Retry-After", strconv.FormatInt(retryAfter, 10))
 	if h.writeProblem(w, r) {
 		return nil

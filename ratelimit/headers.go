@@ -94,7 +94,8 @@ type pkHasher struct {
 var pkHashers = sync.Pool{New: func() any { return &pkHasher{mac: hmac.New(sha256.New, pkSecret)} }}
 
 // pk is the partition key of rk: HMAC-SHA256 of the key's canonical bytes
-// (an address prefix or the key text, told apart by the first byte),
+// (an address prefix, the key text or a peer that is no IP, told apart by
+// the first byte),
 // truncated to pkSize bytes.
 func (rk requestKey) pk() (out [pkSize]byte) {
 	p := pkHashers.Get().(*pkHasher)
@@ -107,6 +108,9 @@ func (rk requestKey) pk() (out [pkSize]byte) {
 		p.mac.Write(p.buf[:18])
 	} else {
 		p.buf[0] = 't'
+		if rk.peer {
+			p.buf[0] = 'p'
+		}
 		p.mac.Write(p.buf[:1])
 		for s := rk.text; s != ""; {
 			n := copy(p.buf[:], s)

@@ -25,6 +25,13 @@ type keyTemplate struct {
 	// clientIP is the fast path for the default key: read the client_ip
 	// variable directly, no placeholder expansion, no allocation.
 	clientIP bool
+	// addrKey: the template is one placeholder whose value is an address
+	// (the caller's, as Caddy or client_ip found it), so the key is cut to
+	// the zone's prefixes. Any other template is text as it is, however
+	// much it looks like an address: a caller writes it, and as an address
+	// it would be the budget of the caller at that address (the one
+	// on_empty_key client_ip falls back to) or share one with the prefix.
+	addrKey bool
 	// placeholder is the name when the template is one placeholder and
 	// nothing else: Get it from the replacer, sparing ReplaceAll's builder.
 	placeholder string
@@ -85,6 +92,7 @@ func parseKeyTemplate(s string) (keyTemplate, error) {
 			k.placeholder = name
 		}
 	}
+	k.addrKey = k.clientIP || k.placeholder == "http.request.remote.host"
 	return k, nil
 }
 
@@ -92,7 +100,8 @@ func parseKeyTemplate(s string) (keyTemplate, error) {
 // value where throttle runs: one Caddy does not know under
 // http.request. (a typo such as {http.request.headr.X-Api-Key}, which
 // would be empty on every request), or one set only once the request has
-// been decided (the response, the upstream, an error for handle_errors).
+// been decided (the response, the upstream, an error for handle_errors), or
+// one that differs on every request ({time.*}, {http.request.uuid}).
 // Caddy's own replacer says which http.request. names exist. What depends
 // on the route (a variable, {http.auth.user.id}, which is empty unless
 // authentication ran before throttle) cannot be known here: Caddy
@@ -109,6 +118,9 @@ func checkPlaceholder(name string) error {
 		if strings.HasPrefix(name, late.prefix) {
 			return fmt.Errorf("{%s} has a value only after throttle has decided (it belongs to %s): key on the request, e.g. {http.request.header.X-Api-Key}, {client_ip} or {http.auth.user.id}", name, late.what)
 		}
+	}
+	if name == "time" || strings.HasPrefix(name, "time.") {
+		return fmt.Errorf("{%s} is the time of each request, so no two requests would share a key and no caller would ever be limited: key on who calls, e.g. {client_ip} or {http.request.header.X-Api-Key}", name)
 	}
 	switch name {
 	case "http.request.uuid", "http.request.duration", "http.request.duration_ms":
@@ -145,15 +157,21 @@ func requestPlaceholder(name string) (known bool) {
 }
 
 // requestKey is one zone's key for one request: an address (already cut to
-// its prefix) when the key is an IP, else the expanded template.
+// its prefix) when the template is an address placeholder and its value an
+// IP, else the expanded template as text. Addresses, text, and a peer that
+// is no IP (a Unix socket) are three namespaces (hash seed, pk's first
+// byte, Redis name's first character): no text a caller writes is ever
+// the key of an address or of a peer.
 type requestKey struct {
 	addr   netip.Prefix
 	isAddr bool
-	text   string
+	// peer: text is the caller's peer as the fallback found it, not an IP.
+	peer bool
+	text string
 }
 
-// key expands the template for r. An expanded key that is an IP address is
-// grouped by its prefix, so 2001:db8:1:2::a and ::b are one caller. empty
+// key expands the template for r. An address placeholder's IP is grouped
+// by its prefix, so 2001:db8:1:2::a and ::b are one caller. empty
 // reports a template whose every placeholder expanded to nothing: as it
 // is, that key would be one budget shared by every such caller, so the
 // zone's on_empty_key decides instead.
@@ -178,6 +196,17 @@ func (k *keyTemplate) key(r *http.Request) (rk requestKey, empty bool) {
 	return k.fromString(s), len(s) == k.literal
 }
 
+// fromString is the key for the template's expansion s: an address
+// prefix for an address template whose value is an IP, else text.
+func (k *keyTemplate) fromString(s string) requestKey {
+	if k.addrKey {
+		if rk, ok := k.addrPrefix(s); ok {
+			return rk
+		}
+	}
+	return requestKey{text: s}
+}
+
 // callerAddr is the caller's address, as client_ip resolved it (else the
 // TCP peer), cut to the zone's prefix: the default key, and what an empty
 // key falls back to under on_empty_key client_ip.
@@ -186,10 +215,15 @@ func (k *keyTemplate) callerAddr(r *http.Request) requestKey {
 	if s == "" {
 		s, _, _ = net.SplitHostPort(r.RemoteAddr)
 	}
-	return k.fromString(s)
+	if rk, ok := k.addrPrefix(s); ok {
+		return rk
+	}
+	return requestKey{text: s, peer: true}
 }
 
-func (k *keyTemplate) fromString(s string) requestKey {
+// addrPrefix is s, an IP address, cut to the zone's prefix (IPv4-mapped
+// IPv6 as IPv4, without a zone); ok false if s is no IP.
+func (k *keyTemplate) addrPrefix(s string) (requestKey, bool) {
 	if a, err := netip.ParseAddr(s); err == nil {
 		a = a.Unmap().WithZone("")
 		bits := k.v6bits
@@ -197,15 +231,21 @@ func (k *keyTemplate) fromString(s string) requestKey {
 			bits = k.v4bits
 		}
 		if p, err := a.Prefix(bits); err == nil {
-			return requestKey{addr: p, isAddr: true}
+			return requestKey{addr: p, isAddr: true}, true
 		}
 	}
-	return requestKey{text: s}
+	return requestKey{}, false
 }
 
-// hashSeed is per process: keys are hashed for the memory store, and a
-// seed nobody outside knows keeps crafted keys from colliding on purpose.
-var hashSeed = maphash.MakeSeed()
+// The hash seeds are per process: keys are hashed for the memory store, and
+// seeds nobody outside knows keep crafted keys from colliding on purpose.
+// Each namespace has its own, so a text whose bytes are an address's (or a
+// peer's name) is another key.
+var (
+	hashSeed = maphash.MakeSeed()
+	addrSeed = maphash.MakeSeed()
+	peerSeed = maphash.MakeSeed()
+)
 
 // hash is the memory store's 64-bit key.
 func (rk requestKey) hash() uint64 {
@@ -214,14 +254,17 @@ func (rk requestKey) hash() uint64 {
 		var b [17]byte
 		copy(b[:], a[:])
 		b[16] = byte(rk.addr.Bits())
-		return maphash.Bytes(hashSeed, b[:])
+		return maphash.Bytes(addrSeed, b[:])
+	}
+	if rk.peer {
+		return maphash.String(peerSeed, rk.text)
 	}
 	return maphash.String(hashSeed, rk.text)
 }
 
 // appendRedisName appends the key's name inside a zone in Redis: an
 // address prefix as it is (192.0.2.1/32), a text key as `#` and the hex of
-// its SHA-256. A text key is whatever the caller sent (an API key, a
+// its SHA-256 (a peer that is no IP: `%` and the hex). A text key is whatever the caller sent (an API key, a
 // bearer token): its name must not show it to whoever lists, monitors or
 // dumps the Redis, and it must be the same on every Caddy node, which
 // share no secret: so an unkeyed hash, which hides a key with enough
@@ -233,5 +276,9 @@ func (rk requestKey) appendRedisName(b []byte) []byte {
 		return strconv.AppendInt(b, int64(rk.addr.Bits()), 10)
 	}
 	sum := sha256.Sum256([]byte(rk.text))
-	return hex.AppendEncode(append(b, '#'), sum[:])
+	mark := byte('#')
+	if rk.peer {
+		mark = '%'
+	}
+	return hex.AppendEncode(append(b, mark), sum[:])
 }

@@ -318,8 +318,11 @@ func decideOne(z *zone, h uint64, now int64, out *outcome, hd *hold) bool {
 // requests in flight (the shard is locked): its outcome (after is the
 // count, as RateLimit's r needs) and the count to store if it is taken.
 func (t *memoryTable) checkSlot(s *shard, slots, inFlight int64, exists bool) (outcome, int64) {
-	ok := inFlight < slots && (exists || len(s.m) < int(t.perShard.Load()))
-	return outcome{allowed: ok, after: inFlight}, inFlight + 1
+	if !exists && len(s.m) >= int(t.perShard.Load()) {
+		// No room for the key: none of its slots can be had, so r is 0.
+		return outcome{after: slots, full: true}, inFlight + 1
+	}
+	return outcome{allowed: inFlight < slots, after: inFlight}, inFlight + 1
 }
 
 // releaseSlot gives back one slot of key h in a concurrent zone.
