@@ -77,7 +77,7 @@ func encodeFlushed(t *testing.T, enc encode.Encoder, data []byte, splits ...int)
 // Every encoder's output over the corpus, at every quality and several
 // windows, with a Flush in the middle, decodes with both decoders; the
 // flushed half decodes on its own. One pooled encoder per setting serves
-// all files, as in the encode handler.
+// all files, as in the encode handler. Under -race, the small file only.
 func TestEncodersCrossDecode(t *testing.T) {
 	files := loadCorpus(t, "*")
 	small := loadCorpus(t, "react.production.min.js") // qualities 10, 11: seconds per MB
@@ -85,7 +85,7 @@ func TestEncodersCrossDecode(t *testing.T) {
 		for _, window := range []int{10, 16, 20, 22, 24} {
 			for quality := minQuality; quality <= maxQuality; quality++ {
 				files := files
-				if quality >= 10 || testing.Short() {
+				if quality >= 10 || testing.Short() || raceEnabled {
 					files = small
 				}
 				enc := e.new(quality, window)

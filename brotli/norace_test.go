@@ -1,0 +1,5 @@
+//go:build !race
+
+package caddybrotli
+
+const raceEnabled = false
