@@ -17,7 +17,7 @@ import (
 // and with on_empty_key skip does as nginx.
 func TestLimitReqAgainstNginx(t *testing.T) {
 	// limit_req runs in the preaccess phase, after return (rewrite): nginx
-	// serves files here.
+	// serves files here, and /return shows a limit that never applies.
 	root := t.TempDir()
 	for _, name := range []string{"ip", "key"} {
 		if err := os.WriteFile(filepath.Join(root, name), []byte("ok"), 0o644); err != nil {
@@ -30,7 +30,8 @@ func TestLimitReqAgainstNginx(t *testing.T) {
 	limit_req_zone $http_x_api_key zone=apikey:1m rate=10r/m;`, `
 		root `+root+`;
 		location = /ip { limit_req zone=perip burst=5 nodelay; }
-		location = /key { limit_req zone=apikey burst=5 nodelay; }`)
+		location = /key { limit_req zone=apikey burst=5 nodelay; }
+		location = /return { limit_req zone=perip burst=5 nodelay; return 200 ok; }`)
 	c := StartCaddy(t, `http://{$HOST}:{$HTTP_PORT} {
 	handle /ip {
 		throttle {
@@ -94,6 +95,10 @@ func TestLimitReqAgainstNginx(t *testing.T) {
 	}
 	if ra, err := strconv.Atoi(refusal.Header.Get("Retry-After")); err != nil || ra < 1 || ra > 6 {
 		t.Errorf("throttle's Retry-After is %q, want 6 s or less (one request every 6 s)", refusal.Header.Get("Retry-After"))
+	}
+
+	if n, refusal := passes(theirs, nginx.URL("/return")); n != 12 {
+		t.Errorf("nginx limit_req before return: refused after %d (%v); want never (return runs first)", n, describe(refusal))
 	}
 
 	// No X-Api-Key: nginx does not account the request.

@@ -111,6 +111,8 @@ func TestReplaceFilterCasesPorted(t *testing.T) {
 			rules: []string{"replace b X"}, theirs: "aXcaXcaXde\n", ours: "aXcaXcaXde\n"},
 		{from: "sanity.t TEST 16 global substitution (\\d+)", file: "rf16.html", body: "hello1234, 56 world\n",
 			rules: []string{"regex `\\d+` X"}, theirs: "helloX, X world\n", ours: "helloX, X world\n"},
+		{from: "sanity.t TEST 16, the whole match ($& there, ${0} here)", file: "rf16amp.html", body: "hello1234, 56 world\n",
+			rules: []string{"regex `\\d+` \"[${0}]\""}, theirs: "hello[1234], [56] world\n", ours: "hello[1234], [56] world\n"},
 		{from: "sanity.t TEST 17 replace_types default to text/html", file: "rf17.txt", body: "abc\n",
 			rules: []string{"replace b X"}, theirs: "abc\n", ours: "aXc\n",
 			why: "text/plain is in substitute's default types; replace_filter's default is text/html only"},
