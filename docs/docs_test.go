@@ -1,7 +1,9 @@
 // Package docs_test checks the documentation against the code: every
 // Caddyfile in the README, docs/ and examples/ is as `caddy fmt` writes it,
-// every JSON example adapts from the Caddyfile shown just before it, and the
-// README links nowhere outside the repository.
+// every JSON example adapts from the Caddyfile shown just before it, the
+// README links nowhere outside the repository, the migration pages'
+// Caddyfiles load and each of their differences names its test, and every
+// test the design and migration pages name exists.
 package docs_test
 
 import (
@@ -18,6 +20,7 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	_ "github.com/caddy-edgekit/edgekit"
+	"github.com/caddy-edgekit/edgekit/internal/adapttest"
 )
 
 // block is one fenced code block of a Markdown file.
@@ -212,3 +215,121 @@ func TestReadmeLinksStayInTheRepository(t *testing.T) {
 		t.Fatal("the README has no links at all: the link pattern is broken")
 	}
 }
+
+// migrationPages are the pages for people moving from another tool.
+func migrationPages(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob("migrate-*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pages) < 3 {
+		t.Fatalf("found %d migration pages, want the client_ip, throttle and substitute ones", len(pages))
+	}
+	return pages
+}
+
+// TestMigrationCaddyfilesAdapt: every Caddyfile of a migration page loads
+// as `caddy run` would load it (adapted, then provisioned). The other
+// tools' configurations are written as text blocks, not Caddyfiles.
+func TestMigrationCaddyfilesAdapt(t *testing.T) {
+	for _, page := range migrationPages(t) {
+		n := 0
+		for _, b := range blocks(t, page) {
+			if b.lang != "caddyfile" {
+				continue
+			}
+			n++
+			if err := adapttest.Validate(b.text); err != nil {
+				t.Errorf("%s:%d: the Caddyfile does not load: %v", b.file, b.line, err)
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s has no Caddyfile", page)
+		}
+	}
+}
+
+// TestMigrationDifferencesCiteTests: every row of a migration page's
+// "Behaves differently" tables names the test that shows it.
+func TestMigrationDifferencesCiteTests(t *testing.T) {
+	for _, page := range migrationPages(t) {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(b), "\n")
+		tables := 0
+		for i := 0; i < len(lines); i++ {
+			if !strings.HasPrefix(lines[i], "Behaves differently") {
+				continue
+			}
+			tables++
+			j := i + 1
+			for j < len(lines) && !strings.HasPrefix(lines[j], "|") {
+				j++
+			}
+			rows := 0
+			for j += 2; j < len(lines) && strings.HasPrefix(lines[j], "|"); j++ { // past the header and its rule
+				rows++
+				if !testName.MatchString(lines[j]) {
+					t.Errorf("%s:%d: a difference without the test that shows it: %s", page, j+1, lines[j])
+				}
+			}
+			if rows == 0 {
+				t.Errorf("%s:%d: a \"Behaves differently\" table without rows", page, i+1)
+			}
+			i = j
+		}
+		if tables == 0 {
+			t.Errorf("%s has no \"Behaves differently\" table", page)
+		}
+	}
+}
+
+var testName = regexp.MustCompile("`((?:Test|Fuzz|Benchmark)[A-Za-z0-9_]+)`")
+
+// TestCitedTestsExist: every test the design page and the migration pages
+// name exists in the repository.
+func TestCitedTestsExist(t *testing.T) {
+	defined := map[string]bool{}
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && path != ".." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range testFunc.FindAllStringSubmatch(string(b), -1) {
+			defined[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range append([]string{"design.md"}, migrationPages(t)...) {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cited := testName.FindAllStringSubmatch(string(b), -1)
+		if len(cited) == 0 {
+			t.Errorf("%s cites no test", page)
+		}
+		for _, m := range cited {
+			if !defined[m[1]] {
+				t.Errorf("%s cites %s, which no test file defines", page, m[1])
+			}
+		}
+	}
+}
+
+var testFunc = regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)[A-Za-z0-9_]+)\(`)

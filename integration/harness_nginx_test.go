@@ -32,6 +32,13 @@ type Nginx struct {
 // install it, unless EDGEKIT_REQUIRE_NGINX=1.
 func StartNginx(t *testing.T, httpBlock, server string) *Nginx {
 	t.Helper()
+	return StartNginxWith(t, "", httpBlock, server)
+}
+
+// StartNginxWith is StartNginx with directives for the main context too
+// (load_module).
+func StartNginxWith(t *testing.T, main, httpBlock, server string) *Nginx {
+	t.Helper()
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
 		if _, serr := os.Stat("/usr/sbin/nginx"); serr == nil {
@@ -47,7 +54,8 @@ func StartNginx(t *testing.T, httpBlock, server string) *Nginx {
 	}
 	host := loopback.Claim(t)
 	n := &Nginx{Addr: net.JoinHostPort(host, strconv.Itoa(loopback.FreePort(t, host))), Dir: t.TempDir(), logs: &syncbuf.Buffer{}}
-	conf := fmt.Sprintf(`daemon off;
+	conf := fmt.Sprintf(`%[5]s
+daemon off;
 master_process off;
 pid %[1]s/nginx.pid;
 error_log stderr warn;
@@ -66,7 +74,7 @@ http {
 		%[4]s
 	}
 }
-`, n.Dir, httpBlock, n.Addr, server)
+`, n.Dir, httpBlock, n.Addr, server, main)
 	path := filepath.Join(n.Dir, "nginx.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
