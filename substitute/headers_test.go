@@ -337,3 +337,72 @@ func TestHeadersValidate(t *testing.T) {
 	// Without headers, a line feed in a replacement is for the body.
 	provision(t, &Handler{Rules: []Rule{{Find: "a", Replace: "b\n"}}})
 }
+
+// FuzzHeaderFields feeds arbitrary upstream fields (name as written in the
+// map, values, a placeholder's value) through a handler naming Location
+// and Set-Cookie. Whatever the input it must not panic; every value stays
+// a value of its own; a field not named is untouched; a changed value
+// holds no control character and is what the same text gets as a body.
+func FuzzHeaderFields(f *testing.F) {
+	f.Add("Location", "https://origin.example/id-7", uint8(1), "clone.example")
+	f.Add("set-cookie", "a=1; Domain=origin.example", uint8(3), "x\r\ny")
+	f.Add("SET-COOKIE", "origin.exampleorigin.example", uint8(2), "")
+	f.Add("X-Other", "origin.example", uint8(1), "clone.example")
+	f.Add("Location", "\x00origin.example\xff", uint8(1), "$1")
+	h := provision(f, &Handler{
+		Rules: []Rule{
+			{Find: "origin.example", Replace: "{ph}"},
+			{Find: `id-(\d+)`, Regex: true, Replace: "n$1"},
+			{Find: `^x`, Regex: true, Replace: "y"},
+		},
+		Headers: []string{"Location", "Set-Cookie"},
+		Types:   []string{"text/plain"},
+		Memo:    MemoOff,
+	})
+	withPlaceholder := func(ph string) *http.Request {
+		r := request("GET", "/")
+		r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer).Set("ph", ph)
+		return r
+	}
+	f.Fuzz(func(t *testing.T, key, value string, n uint8, ph string) {
+		if key == "" || len(value) > 4096 {
+			return
+		}
+		values := make([]string, int(n%4)+1)
+		for i := range values {
+			values[i] = value[:len(value)*(i+1)/len(values)]
+		}
+		rec := serve(t, h, withPlaceholder(ph), func(w http.ResponseWriter, r *http.Request) {
+			w.Header()[key] = slices.Clone(values)
+			w.WriteHeader(http.StatusFound)
+		})
+		got := rec.Header()[key]
+		if len(got) != len(values) {
+			t.Fatalf("%d values out for %d in", len(got), len(values))
+		}
+		named := strings.EqualFold(key, "Location") || strings.EqualFold(key, "Set-Cookie")
+		for i, v := range got {
+			if !named {
+				if v != values[i] {
+					t.Fatalf("%s, not named, changed: %q to %q", key, values[i], v)
+				}
+				continue
+			}
+			body := serve(t, h, withPlaceholder(ph), origin(200, map[string]string{"Content-Type": "text/plain"}, []byte(values[i]), 7)).Body.String()
+			if v == values[i] {
+				// Left unchanged: no rule matched, or the result holds a
+				// control character.
+				if body != values[i] && invalidFieldByte(body) < 0 {
+					t.Fatalf("value %q left unchanged, but %q as a body", values[i], body)
+				}
+				continue
+			}
+			if invalidFieldByte(v) >= 0 {
+				t.Fatalf("value %q became %q, which holds a control character", values[i], v)
+			}
+			if v != body {
+				t.Fatalf("value %q became %q, and %q as a body", values[i], v, body)
+			}
+		}
+	})
+}
