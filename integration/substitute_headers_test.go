@@ -59,7 +59,10 @@ func TestSubstituteHeaders(t *testing.T) {
 		"Set-Cookie: c=3; Domain=origin.example\r\n"+
 		"X-Big: "+strings.Repeat("origin.example ", 4000)+"\r\n"+
 		"Content-Length: 0\r\nConnection: close\r\n\r\n")
+	// The operator's deferred field is set as the response leaves
+	// substitute: it is kept as written.
 	site := fmt.Sprintf(`
+	header /login >Refresh "0; url=https://origin.example/operator"
 	substitute {
 		replace origin.example clone.example
 		headers %s
@@ -103,7 +106,10 @@ func TestSubstituteHeaders(t *testing.T) {
 			t.Run("302 Location", func(t *testing.T) {
 				resp, _ := fetchSubst(t, p.client, "GET", p.url("/login"), browser)
 				// Each occurrence, the encoded one too, as in a body.
-				expect(t, resp, 302, http.Header{"Location": {"https://clone.example/login?next=https%3A%2F%2Fclone.example%2F"}})
+				expect(t, resp, 302, http.Header{
+					"Location": {"https://clone.example/login?next=https%3A%2F%2Fclone.example%2F"},
+					"Refresh":  {"0; url=https://origin.example/operator"},
+				})
 			})
 			t.Run("200 page", func(t *testing.T) {
 				resp, body := fetchSubst(t, p.client, "GET", p.url("/page"), browser)
