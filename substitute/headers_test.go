@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -276,6 +277,35 @@ func (h *hintRecorder) WriteHeader(code int) {
 		return
 	}
 	h.ResponseRecorder.WriteHeader(code)
+}
+
+// TestHeadersRangeRetryRewritesOnce: a 206 of a substitutable type is
+// discarded and asked again without Range; a field an outer handler set
+// before is rewritten once, from the original, not again on the retry.
+func TestHeadersRangeRetryRewritesOnce(t *testing.T) {
+	h := provision(t, &Handler{Rules: []Rule{{Find: "x", Replace: "xx"}}, Headers: []string{"Link", "Location"}})
+	calls := 0
+	r := request("GET", "/")
+	r.Header.Set("Range", "bytes=0-4")
+	rec := httptest.NewRecorder()
+	rec.Header().Set("Link", "</x.css>; rel=preload") // an outer handler's
+	err := h.ServeHTTP(rec, r, caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Location", "/x")
+		rangeOrigin("text/html", "x body", &calls)(w, r)
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 2 || rec.Code != 200 {
+		t.Fatalf("%d calls, status %d: want the retry's 200", calls, rec.Code)
+	}
+	if got := rec.Header()["Link"]; !slices.Equal(got, []string{"</xx.css>; rel=preload"}) {
+		t.Errorf("Link %q, want it rewritten once", got)
+	}
+	if got := rec.Header()["Location"]; !slices.Equal(got, []string{"/xx"}) {
+		t.Errorf("Location %q, want it rewritten once", got)
+	}
 }
 
 // TestHeadersWithoutWriteHeader: a handler that writes nothing leaves
