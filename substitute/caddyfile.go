@@ -41,6 +41,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    priority longest|first                 # default longest
 //	    max_match <size>                       # default 16KiB
 //	    memo <entries>|off                     # default 10000
+//	    headers <field> ...                    # also rewrite these response fields
 //	}
 //
 // Rules keep their declaration order, which breaks ties.
@@ -60,7 +61,31 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if len(args) == 3 && args[2] != "once" {
 				return d.Errf("rule %d: %s %q: unknown option %q (only once is allowed)", rule, opt, args[0], args[2])
 			}
-			h.Rules = append(h.Rules, Rule{Find: args[0], Regex: opt == "regex", Replace: args[1], Once: len(args) == 3})
+			r := Rule{Find: args[0], Regex: opt == "regex", Replace: args[1], Once: len(args) == 3}
+			// Compiled here too, so that `caddy adapt` points at the line.
+			if err := compileRule(rule-1, r); err != nil {
+				return d.Err(err.Error())
+			}
+			if len(h.Headers) > 0 {
+				if err := checkHeaderRule(rule-1, r); err != nil {
+					return d.Err(err.Error())
+				}
+			}
+			h.Rules = append(h.Rules, r)
+		case "headers":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			h.Headers = append(h.Headers, args...)
+			if err := checkHeaderNames(h.Headers); err != nil {
+				return d.Err(err.Error())
+			}
+			for i, r := range h.Rules { // the rules above; those below are checked at their line
+				if err := checkHeaderRule(i, r); err != nil {
+					return d.Err(err.Error())
+				}
+			}
 		case "types":
 			args := d.RemainingArgs()
 			if len(args) == 0 {
@@ -125,7 +150,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 		default:
-			return suggest.Unknown(d, opt, "substitute", "", "replace", "regex", "types", "status", "priority", "max_match", "memo")
+			return suggest.Unknown(d, opt, "substitute", "", "replace", "regex", "types", "status", "priority", "max_match", "memo", "headers")
 		}
 	}
 	if err := checkRuleCount(len(h.Rules)); err != nil {

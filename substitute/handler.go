@@ -74,6 +74,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return caddyhttp.Error(http.StatusBadGateway,
 			fmt.Errorf("substitute: partial response (206) of a substitutable type to %s", why))
 	}
+	if !rw.wroteHeader {
+		// next wrote nothing: net/http sends the header when the chain
+		// returns, with the fields to rewrite still in it.
+		rw.rewriteHeaders(w.Header(), false)
+	}
 	if ferr := rw.finish(false); ferr != nil {
 		if isDecodeError(ferr) {
 			// The body is cut short, corrupt or followed by trailing bytes,

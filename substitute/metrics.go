@@ -19,10 +19,13 @@ type collectors struct {
 	rangeRetries   prometheus.Counter
 	decodeFailures prometheus.Counter
 	panics         prometheus.Counter
+	headerFields   *prometheus.CounterVec
 	all            []prometheus.Collector
 
 	// Label values resolved once, so counting allocates nothing.
 	substituted, skipped, noTransform prometheus.Counter
+
+	headerRewritten, headerInvalid, headerTooLong prometheus.Counter
 }
 
 func newMetrics() (m collectors) {
@@ -59,10 +62,17 @@ func newMetrics() (m collectors) {
 		Namespace: ns, Subsystem: sub, Name: "panics_total",
 		Help: "Panics recovered in substitute's own goroutines (decoding a compressed body); each aborted its response and was logged with its stack.",
 	})
+	m.headerFields = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ns, Subsystem: sub, Name: "header_fields_total",
+		Help: "Values of the response fields named in headers that some rule matched, by result: rewritten, invalid (left unchanged: the rewritten value would hold a control character, such as a CR or LF from a placeholder) or too_long (left unchanged: over 64 KiB rewritten, or past the 1 MiB of header rewriting allowed per response).",
+	}, []string{"result"})
+	m.headerRewritten = m.headerFields.WithLabelValues("rewritten")
+	m.headerInvalid = m.headerFields.WithLabelValues("invalid")
+	m.headerTooLong = m.headerFields.WithLabelValues("too_long")
 	m.substituted = m.responses.WithLabelValues("substituted")
 	m.skipped = m.responses.WithLabelValues("skipped")
 	m.noTransform = m.responses.WithLabelValues("no_transform")
-	m.all = []prometheus.Collector{m.responses, m.memoHits, m.memoMisses, m.memoIneligible, m.dropped, m.rangeRetries, m.decodeFailures, m.panics}
+	m.all = []prometheus.Collector{m.responses, m.memoHits, m.memoMisses, m.memoIneligible, m.dropped, m.rangeRetries, m.decodeFailures, m.panics, m.headerFields}
 	return m
 }
 

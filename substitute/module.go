@@ -83,6 +83,18 @@ type Handler struct {
 	// remembered. 0 selects the default (10,000); -1 turns the memo off.
 	Memo int `json:"memo,omitempty"`
 
+	// Headers names response header fields (case-insensitive) to which
+	// the rules also apply, whatever the response's type, status or
+	// Cache-Control: no-transform (which is about the body), on every
+	// response including redirects, 304s, HEAD and 1xx (103 Early Hints).
+	// Each value of a field is rewritten on its own (Set-Cookie is never
+	// joined). A value that would come out holding a control character, or
+	// longer than 64 KiB, is left unchanged and counted. Fields that frame
+	// or encode the message (Content-Length, Content-Encoding,
+	// Transfer-Encoding...) are refused, and so are rules whose
+	// replacement text holds a control character. Default: none.
+	Headers []string `json:"headers,omitempty"`
+
 	maxMatchSet bool // max_match was in the JSON, even as 0
 
 	set      *engine.Set
@@ -90,6 +102,10 @@ type Handler struct {
 	memo     *memo
 	writers  *sync.Pool
 	logger   *zap.Logger
+
+	// headerNames is nil when Headers is empty: then rewriting costs a
+	// nil check per response.
+	headerNames *headerNames
 }
 
 // Rule is one find-and-replace rule.
@@ -149,6 +165,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("substitute: %w", err)
 	}
 	h.set = set
+	h.headerNames = newHeaderNames(h.Headers)
 	if h.Memo > 0 {
 		h.memo = newMemo(h.Memo)
 	}
@@ -190,6 +207,16 @@ func (h *Handler) Validate() error {
 	for i, r := range h.Rules {
 		if err := checkRule(i, r, h.MaxMatch); err != nil {
 			return err
+		}
+	}
+	if err := checkHeaderNames(h.Headers); err != nil {
+		return err
+	}
+	if len(h.Headers) > 0 {
+		for i, r := range h.Rules {
+			if err := checkHeaderRule(i, r); err != nil {
+				return err
+			}
 		}
 	}
 	if _, err := parsePriority(string(h.Priority)); err != nil {

@@ -56,6 +56,18 @@ func checkRule(i int, r Rule, maxMatch int) error {
 	return nil
 }
 
+// compileRule compiles r alone, for the errors that belong to one rule (a
+// pattern that does not parse, one that can match the empty string, a
+// replacement naming a missing group), numbered as rule i+1.
+func compileRule(i int, r Rule) error {
+	_, err := engine.Compile([]engine.Rule{{Pattern: r.Find, Literal: !r.Regex, Replacement: r.Replace}}, engine.Options{})
+	if err != nil {
+		// The engine numbers the rules of the set it was given: this one.
+		return fmt.Errorf("substitute: rule %d: %s", i+1, strings.TrimPrefix(err.Error(), "rule 1: "))
+	}
+	return nil
+}
+
 // checkMemo accepts a number of entries or MemoOff (0, the default, is
 // replaced by Provision before Validate runs).
 func checkMemo(n int) error {

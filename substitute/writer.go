@@ -48,6 +48,8 @@ type responseWriter struct {
 	// forgets it when some did; empty when there is nothing to remember.
 	memoETag string
 	memoKey  memoKey
+
+	hdr headerRewriter // for Handler.Headers (headers.go)
 }
 
 func (h *Handler) getWriter(w http.ResponseWriter, r *http.Request) *responseWriter {
@@ -103,11 +105,16 @@ func (rw *responseWriter) WriteHeader(status int) {
 		return // superfluous; net/http would log it, the status is already out
 	}
 	if status >= 100 && status <= 199 && status != http.StatusSwitchingProtocols {
-		rw.ResponseWriter.WriteHeader(status) // informational: not the response
+		// Informational, not the response; 103's Link is rewritten too,
+		// and put back so the final response rewrites the original once.
+		rw.rewriteHeaders(rw.Header(), true)
+		rw.ResponseWriter.WriteHeader(status)
+		rw.restoreHeaders(rw.Header())
 		return
 	}
 	rw.wroteHeader = true
 	hdr := rw.Header()
+	rw.rewriteHeaders(hdr, false) // every status, type and no-transform: see Handler.Headers
 	mediaType := mediaTypeOf(hdr.Get("Content-Type"))
 	eligibleType := rw.h.typeMatches(mediaType)
 	// The origin forbids changing the content (RFC 9110 §7.7): the body,

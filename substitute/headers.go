@@ -1,0 +1,272 @@
+package substitute
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/caddy-edgekit/edgekit/substitute/internal/engine"
+)
+
+// Header rewriting: the rules of a handler are also applied to the
+// response fields it names (Handler.Headers), so that a site served under
+// another domain keeps its visitors there: Location, Content-Location,
+// Link, Refresh, Set-Cookie's Domain, Content-Security-Policy's host
+// sources.
+//
+// Each field value is a text of its own for the engine (^ and $ anchor at
+// its ends, a once rule fires once per value); a field sent several times
+// (Set-Cookie) is rewritten value by value, never joined. Field names are
+// matched case-insensitively against every key of the header map, so a key
+// that is not in canonical form (a Go handler writing the map directly)
+// cannot slip past; HTTP/1, HTTP/2 and HTTP/3 clients of reverse_proxy
+// canonicalize what the upstream sends anyway.
+//
+// The work is bounded per response (headerBudget), and a value is left
+// unchanged, and counted, when its rewritten form would not be a valid
+// field value (a control character from a placeholder) or would not fit.
+
+const (
+	// headerBudget bounds the bytes read and written per response while
+	// rewriting fields: browsers refuse responses whose header exceeds
+	// 256 KiB, so this is never reached by a response that works anyway.
+	headerBudget = 1 << 20
+	// maxHeaderValue bounds one rewritten value.
+	maxHeaderValue = 64 << 10
+)
+
+// unrewritableFields frame or encode the message, or belong to one hop:
+// rewriting them would corrupt the response rather than redirect it.
+var unrewritableFields = [...]string{"Connection", "Content-Encoding", "Content-Length", "Content-Range",
+	"Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// checkHeaderName refuses a field substitute must not or cannot rewrite.
+func checkHeaderName(name string) error {
+	if !httpguts.ValidHeaderFieldName(name) {
+		return fmt.Errorf("substitute: headers: %q is not a header field name (letters, digits and !#$%%&'*+-.^_`|~ only)", name)
+	}
+	for _, f := range unrewritableFields {
+		if strings.EqualFold(name, f) {
+			return fmt.Errorf("substitute: headers: %s frames or encodes the response and cannot be rewritten: remove it from headers", http.CanonicalHeaderKey(name))
+		}
+	}
+	return nil
+}
+
+// checkHeaderNames checks each name and refuses one named twice.
+func checkHeaderNames(names []string) error {
+	for i, n := range names {
+		if err := checkHeaderName(n); err != nil {
+			return err
+		}
+		for _, m := range names[:i] {
+			if strings.EqualFold(n, m) {
+				return fmt.Errorf("substitute: headers: %s is named twice (names are case-insensitive): name it once", http.CanonicalHeaderKey(n))
+			}
+		}
+	}
+	return nil
+}
+
+// checkHeaderRule refuses, when the rules apply to header fields, a
+// replacement whose own text holds a byte no field value may hold (CR, LF,
+// NUL, other controls): known at start, unlike a placeholder's value.
+func checkHeaderRule(i int, r Rule) error {
+	if j := invalidFieldByte(r.Replace); j >= 0 {
+		return fmt.Errorf("substitute: rule %d: %s %q: replacement holds byte %#02x, which no header field value may hold, and headers applies the rules to header fields: move the rule to a substitute block without headers", i+1, ruleKind(r), r.Find, r.Replace[j])
+	}
+	return nil
+}
+
+func ruleKind(r Rule) string {
+	if r.Regex {
+		return "regex"
+	}
+	return "replace"
+}
+
+// invalidFieldByte returns the index of the first byte that RFC 9110
+// §5.5 forbids in a field value (controls other than HTAB, and DEL), or -1.
+func invalidFieldByte(s string) int {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return i
+		}
+	}
+	return -1
+}
+
+// headerNames is the compiled form of Handler.Headers: which map keys name
+// a field to rewrite, decided without allocating.
+type headerNames struct {
+	names []string // as configured
+	lens  uint64   // bit n set: some name has length n (names up to 63 bytes)
+	long  bool     // some name is longer than 63 bytes
+}
+
+func newHeaderNames(names []string) *headerNames {
+	if len(names) == 0 {
+		return nil
+	}
+	hn := &headerNames{names: names}
+	for _, n := range names {
+		if len(n) < 64 {
+			hn.lens |= 1 << len(n)
+		} else {
+			hn.long = true
+		}
+	}
+	return hn
+}
+
+// has reports whether the map key names a field to rewrite.
+func (hn *headerNames) has(key string) bool {
+	if len(key) < 64 {
+		if hn.lens&(1<<len(key)) == 0 {
+			return false
+		}
+	} else if !hn.long {
+		return false
+	}
+	for _, n := range hn.names {
+		if len(n) == len(key) && strings.EqualFold(n, key) {
+			return true
+		}
+	}
+	return false
+}
+
+// headerRewriter holds what one response writer needs to rewrite fields:
+// its own engine stream (the body's is left alone) and buffers, kept
+// across the responses of a pooled writer.
+type headerRewriter struct {
+	stream *engine.Stream
+	in     []byte
+	out    boundedBuffer
+	budget int
+
+	// saved holds the fields as they were before an informational
+	// response (103 Early Hints) was sent, so the final response rewrites
+	// the originals once rather than the rewritten values again.
+	saved []savedField
+}
+
+type savedField struct {
+	key    string
+	values []string
+}
+
+// rewriteHeaders applies the rules to the named fields of hdr. With save
+// set, the original values are kept for restoreHeaders.
+func (rw *responseWriter) rewriteHeaders(hdr http.Header, save bool) {
+	hn := rw.h.headerNames
+	if hn == nil {
+		return
+	}
+	hr := &rw.hdr
+	hr.saved = hr.saved[:0]
+	hr.budget = headerBudget
+	for key, values := range hdr {
+		if !hn.has(key) {
+			continue
+		}
+		var changed []string
+		for i, v := range values {
+			nv, ok := rw.rewriteValue(v)
+			if !ok {
+				continue
+			}
+			if changed == nil {
+				changed = make([]string, len(values))
+				copy(changed, values)
+			}
+			changed[i] = nv
+		}
+		if changed != nil {
+			if save {
+				hr.saved = append(hr.saved, savedField{key, values})
+			}
+			hdr[key] = changed // a new slice: the upstream's may be shared
+		}
+	}
+}
+
+// restoreHeaders puts back what rewriteHeaders(hdr, true) changed.
+func (rw *responseWriter) restoreHeaders(hdr http.Header) {
+	for i, f := range rw.hdr.saved {
+		hdr[f.key] = f.values
+		rw.hdr.saved[i] = savedField{}
+	}
+	rw.hdr.saved = rw.hdr.saved[:0]
+}
+
+// rewriteValue returns v rewritten and true, or false when no rule
+// matched or the result cannot be used (then v stays, counted).
+func (rw *responseWriter) rewriteValue(v string) (string, bool) {
+	hr := &rw.hdr
+	if len(v) > maxHeaderValue || 2*len(v) > hr.budget {
+		metrics.headerTooLong.Inc()
+		hr.budget = 0 // what follows is over the budget too (see headerBudget)
+		return "", false
+	}
+	hr.budget -= len(v)
+	hr.out.reset(min(maxHeaderValue, hr.budget))
+	if hr.stream == nil {
+		hr.stream = rw.h.set.NewStream(&hr.out, rw.vars)
+	} else {
+		hr.stream.Reset(&hr.out, rw.vars)
+	}
+	hr.in = append(hr.in[:0], v...)
+	_, err := hr.stream.Write(hr.in)
+	if err == nil {
+		err = hr.stream.Close()
+	}
+	if d := hr.stream.Dropped(); d > 0 {
+		metrics.dropped.Add(float64(d))
+	}
+	if err != nil {
+		if errors.Is(err, errFieldTooLong) {
+			metrics.headerTooLong.Inc()
+			hr.budget = 0
+		}
+		return "", false
+	}
+	if hr.stream.Matched().Empty() {
+		return "", false
+	}
+	hr.budget -= len(hr.out.b)
+	if invalidFieldByte(string(hr.out.b)) >= 0 { // no allocation: the conversion is only read
+		metrics.headerInvalid.Inc()
+		return "", false
+	}
+	metrics.headerRewritten.Inc()
+	return string(hr.out.b), true
+}
+
+// errFieldTooLong: the rewritten value would pass maxHeaderValue or the
+// response's budget.
+var errFieldTooLong = errors.New("substitute: rewritten header field value too long")
+
+// boundedBuffer collects one rewritten value, refusing to grow past max.
+type boundedBuffer struct {
+	b   []byte
+	max int
+}
+
+func (bb *boundedBuffer) reset(max int) {
+	if cap(bb.b) > maxHeaderValue { // never hold a large value for the pool
+		bb.b = nil
+	}
+	bb.b, bb.max = bb.b[:0], max
+}
+
+func (bb *boundedBuffer) Write(p []byte) (int, error) {
+	if len(bb.b)+len(p) > bb.max {
+		return 0, errFieldTooLong
+	}
+	bb.b = append(bb.b, p...)
+	return len(p), nil
+}
