@@ -21,7 +21,7 @@ const (
 // step returns the DFA state after t reads b.
 func (s *Set) step(t *state, b byte) *state {
 	c := int(s.classes[b])
-	if n := t.next[c].Load(); n != nil {
+	if n := t.to(c); n != nil {
 		return n
 	}
 	return s.dfa.build(t, c)

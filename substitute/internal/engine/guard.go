@@ -254,6 +254,14 @@ func (g *guard) run(s *Set, a *attempt, t *state, buf []byte, j, k, soft int, de
 // the backward state at q, holds the byte instructions that read that
 // byte and lead on to a match, and b.outs where they lead.
 func (g *guard) useful(t, b *state) bool {
+	if b.dense {
+		for _, pc := range t.pcs {
+			if b.outs[pc>>5]&(1<<(pc&31)) != 0 {
+				return true
+			}
+		}
+		return false
+	}
 	for _, pc := range t.pcs {
 		if _, ok := slices.BinarySearch(b.outs, pc); ok {
 			return true
@@ -330,7 +338,7 @@ func (g *guard) advance(a *guardAutomata, pre *prefilter, buf []byte, j int, pre
 	fwd := a.fwd
 	for k := ui; k < hi; k++ {
 		c := int(fwd.classes[buf[k]])
-		n := t.next[c].Load()
+		n := t.to(c)
 		if n == nil {
 			n = fwd.build(t, c)
 		}
@@ -394,7 +402,7 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 			t = a.bEmpty[prevClass(byteAt(p))]
 		}
 		if g.bit(g.ends, p) {
-			n := t.next[inject].Load()
+			n := t.to(inject)
 			if n == nil {
 				n = bwd.union(t, inject)
 			}
@@ -407,7 +415,7 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 			return
 		}
 		c := int(bwd.classes[byte(byteAt(p-1))])
-		n := t.next[c].Load()
+		n := t.to(c)
 		if n == nil {
 			n = bwd.build(t, c)
 		}
@@ -465,16 +473,27 @@ type revGraph struct {
 	startOf []int32 // rule+1, 0 if the instruction is no entry point
 }
 
-// outsOf returns, sorted, where the byte instructions among pcs lead.
-func (g *revGraph) outsOf(p *nfa, pcs []uint32) []uint32 {
-	var outs []uint32
+// outsOf returns where the byte instructions among pcs lead: sorted, or,
+// with dense true, as a bit set over the program's instructions when that
+// is the smaller (a state of a bounded repeat holds a thread per count,
+// and useful then tests each of an attempt's threads with one load, not a
+// binary search over cold memory).
+func (g *revGraph) outsOf(p *nfa, pcs []uint32) (outs []uint32, dense bool) {
 	for _, pc := range pcs {
 		if in := &p.insts[pc]; in.op == opByte {
 			outs = append(outs, in.out)
 		}
 	}
 	slices.Sort(outs)
-	return slices.Compact(outs)
+	outs = slices.Compact(outs)
+	if words := (len(p.insts) + 31) / 32; words < len(outs) {
+		set := make([]uint32, words)
+		for _, pc := range outs {
+			set[pc>>5] |= 1 << (pc & 31)
+		}
+		return set, true
+	}
+	return outs, false
 }
 
 func newRevGraph(p *nfa) *revGraph {

@@ -199,7 +199,7 @@ func (m *pathMemo) walk(s *Set, a *attempt, t *state, buf []byte, j, k int, delt
 	strideMask := m.stride - 1
 	for ; k < len(buf); k++ {
 		c := int(s.classes[buf[k]])
-		n := t.next[c].Load()
+		n := t.to(c)
 		if n == nil {
 			n = s.dfa.build(t, c)
 		}
