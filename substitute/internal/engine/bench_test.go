@@ -248,6 +248,7 @@ func hostileCases() []hostileCase {
 		{"img", []Rule{rx(img, "")}, fill("<img ")},
 		{"counter", []Rule{rx(`a{1,100}b|a+c`, "")}, fill("a")},
 		{"mixed", mixed, fill("<a aaaa ")},
+		{"dense literal", []Rule{lit("<a", "B")}, fill("<a aaaa ")},
 	}
 }
 

@@ -35,7 +35,12 @@ import (
 // only Stream.Dropped does not count rules given up at positions skipped.
 // Attempts are then made only where a match begins, and their matches are
 // written, so the attempts' bytes are bounded by the body's, plus the
-// overrun of a longest-match attempt past its match.
+// overrun of a longest-match attempt past its match. That overrun is cut
+// where no known match crosses (the backward scan's state is empty there:
+// crossed), and, past it, where the backward state kept at a position says
+// that no thread of the attempt leads on to a match (useful): a dense body
+// of short matches among rules that never complete (<a beside <a [^>]*>)
+// costs its attempts a few bytes each, not a stride of kept states.
 //
 // The scans advance in segments of at most half the rings they record
 // into; a segment's backward scan starts at its top and stops where its
@@ -59,8 +64,13 @@ type guard struct {
 	done bool
 
 	ends, marks []uint64 // bit rings indexed by body offset & ringMask
-	ringMask    int64
-	endPos      int64 // no end lies in [the last query, endPos)
+	// crossed: the positions whose byte some match the scans know of
+	// consumes (the backward state there is not empty), a bit ring like
+	// ends. No match from a candidate ends past the first position above
+	// it that is not crossed (guard.cut).
+	crossed  []uint64
+	ringMask int64
+	endPos   int64 // no end lies in [the last query, endPos)
 
 	revAt  []*state // backward state at every stride-th position
 	revPos []int64  // the position each was taken at
@@ -156,6 +166,7 @@ func (g *guard) restart(a *guardAutomata, pos int64, prev int) {
 	if g.ends == nil {
 		g.ends = make([]uint64, a.ring/64)
 		g.marks = make([]uint64, a.ring/64)
+		g.crossed = make([]uint64, a.ring/64)
 		g.revAt = make([]*state, a.ring/a.stride)
 		g.revPos = make([]int64, a.ring/a.stride)
 		g.stride = int64(a.stride)
@@ -288,6 +299,21 @@ func (g *guard) settled(s *Set, a *attempt, t *state) bool {
 	return true
 }
 
+// cut returns the first position in [lo, hi] that no match the scans know
+// of crosses (see crossed), or hi+1. Every match from a candidate below lo
+// that ends in reach ends at or before it: a match crossing the position
+// would have its thread in the backward state there.
+func (g *guard) cut(lo, hi int64) int64 {
+	for p := lo; p <= hi; {
+		q := p & g.ringMask
+		if w := ^g.crossed[q>>6] >> (q & 63); w != 0 {
+			return min(p+int64(bits.TrailingZeros64(w)), hi+1)
+		}
+		p += 64 - q&63
+	}
+	return hi + 1
+}
+
 // nextMark returns the first marked position at or after lo, or top+1.
 func (g *guard) nextMark(lo int64) int64 {
 	for p := lo; p <= g.top; {
@@ -364,6 +390,7 @@ func (g *guard) advance(a *guardAutomata, pre *prefilter, buf []byte, j int, pre
 		g.done = true
 	}
 	g.clearRange(g.marks, g.top+1, top+1)
+	g.clearRange(g.crossed, g.top+1, top+1)
 	g.back(a, buf, prev, top, max(int64(j)+delta, g.from), delta)
 	g.top = top
 }
@@ -400,6 +427,8 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 			}
 			p = e
 			t = a.bEmpty[prevClass(byteAt(p))]
+		} else {
+			g.set(g.crossed, p)
 		}
 		if g.bit(g.ends, p) {
 			n := t.to(inject)
