@@ -37,7 +37,7 @@ func (s *Set) runPlain(a *attempt, t *state, buf []byte, j, k int) (*state, int)
 		if t.match >= 0 {
 			a.bestLen, a.bestRule = k-j, t.match
 		}
-		if len(t.pcs) == 0 {
+		if t.empty {
 			return t, runDead
 		}
 		if k == limit {

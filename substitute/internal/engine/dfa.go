@@ -76,23 +76,30 @@ func emptyContext(flags uint8, b int) syntax.EmptyOp {
 // the byte that led here (-1: none). States are immutable except for their
 // transitions, which are filled in lazily and read without locks.
 type state struct {
-	// next is allocated right after the struct (newState), so that a scan
-	// reads a transition with one load from the state's address (to).
-	next  []atomic.Pointer[state]
-	match int32
-	flags uint8
-	// dense: outs is a bit set over the instructions, not a sorted list.
-	dense bool
-	eof   atomic.Int32 // rule matched at end of input; -2: not computed yet
-	pcs   []uint32
+	next []atomic.Pointer[state]
+	pcs  []uint32
 	// outs, in a backward scan's state, holds where its byte instructions
 	// lead (guard.useful): sorted, or as a bit set when that is smaller.
 	outs []uint32
+	eof  atomic.Int32 // rule matched at end of input; -2: not computed yet
+
+	// What a scan reads at every byte comes last, next to the transitions
+	// newState allocates right after the struct (read with one load from
+	// the state's address: to), so that a step to a state not read lately
+	// touches one cache line, not two.
+	match int32
+	flags uint8
+	empty bool // no thread: len(pcs) == 0
+	// dense: outs is a bit set over the instructions, not a sorted list.
+	dense bool
+	// idle: a guard's forward scan has no thread alive in this state, one
+	// of its start states after a byte (guardAutomata.fStart[1:]).
+	idle bool
 }
 
 // alive reports whether an attempt in state s is still of use: threads are
 // left, or a match ended just before the byte that led to s.
-func (s *state) alive() bool { return len(s.pcs) > 0 || s.match >= 0 }
+func (s *state) alive() bool { return !s.empty || s.match >= 0 }
 
 // The lazy DFA. A state is the ordered list of NFA threads waiting for the
 // next byte plus what the previous byte was (start, '\n', word byte,
@@ -247,7 +254,7 @@ func (d *dfa) intern(flags uint8, match int32, pcs []uint32) *state {
 		d.reset()
 	}
 	s := newState(len(d.classRep) + 1)
-	s.pcs, s.flags, s.match = slices.Clone(pcs), flags, match
+	s.pcs, s.flags, s.match, s.empty = slices.Clone(pcs), flags, match, len(pcs) == 0
 	if d.rev != nil {
 		s.outs, s.dense = d.rev.outsOf(d.prog, pcs)
 		sz += 4 * len(s.outs)

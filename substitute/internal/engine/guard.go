@@ -113,8 +113,10 @@ type guardAutomata struct {
 	fStart [4]*state // by prevClass of the byte before
 	bEmpty [4]*state // no thread, by prevClass of the byte after (end of body: 0)
 	reach  int       // longest match, at most MaxMatch
-	ring   int       // ring size in positions, a power of two
-	stride int       // positions between kept backward states, a power of two
+	// exact: one rule, whose matches all fit MaxMatch (guard.only).
+	exact  bool
+	ring   int // ring size in positions, a power of two
+	stride int // positions between kept backward states, a power of two
 }
 
 func (s *Set) guardAutomata() *guardAutomata {
@@ -136,8 +138,13 @@ func (s *Set) guardAutomata() *guardAutomata {
 		for p := range 4 {
 			g.fStart[p] = g.fwd.pinned1(startFlags[p], g.fwd.inject)
 			g.bEmpty[p] = g.bwd.pinned1(startFlags[p], nil)
+			// After a byte, the forward scan is idle in these: no
+			// thread alive (advance skips with the prefilter). Set
+			// before any stream can read the states.
+			g.fStart[p].idle = p > 0
 		}
 		g.reach = min(s.maxMatch, s.prog.longest())
+		g.exact = len(s.rules) == 1 && s.prog.longest() <= s.maxMatch
 		// A segment covers a candidate's reach: half a ring.
 		g.ring = max(4096, 1<<bits.Len(uint(2*(g.reach+2))))
 		if s.guardRing > 0 {
@@ -191,17 +198,15 @@ func (g *guard) set(ring []uint64, p int64) {
 	ring[p>>6] |= 1 << (p & 63)
 }
 
-// clearRange clears positions [lo, hi) of ring (hi-lo at most its size).
+// clearRange clears positions [lo, hi) of ring (hi-lo at most its size),
+// a word at a time.
 func (g *guard) clearRange(ring []uint64, lo, hi int64) {
-	for p := lo; p < hi; {
-		q := p & g.ringMask
-		if q&63 == 0 && hi-p >= 64 {
-			ring[q>>6] = 0
-			p += 64
-			continue
-		}
-		ring[q>>6] &^= 1 << (q & 63)
-		p++
+	for lo < hi {
+		q := lo & g.ringMask
+		b := q & 63
+		n := min(64-b, hi-lo) // positions in this word, 1 to 64
+		ring[q>>6] &^= ^uint64(0) >> (64 - n) << b
+		lo += n
 	}
 }
 
@@ -242,7 +247,7 @@ func (g *guard) run(s *Set, a *attempt, t *state, buf []byte, j, k, soft int, de
 		if t.match >= 0 {
 			a.bestLen, a.bestRule = k-j, t.match
 		}
-		if len(t.pcs) == 0 {
+		if t.empty {
 			return t, k, runDead
 		}
 		if k == limit {
@@ -337,6 +342,22 @@ func (g *guard) worth(s *Set, j int64) bool {
 	return e <= g.top && e <= j+int64(s.guardA.reach)
 }
 
+// only returns the end of the match that begins at the candidate at body
+// offset j (worth said yes), if the scans alone decide it: with a single
+// rule (exact), active, whose matches all fit MaxMatch, a marked j begins
+// a match ending at a known end in [j+minLen, j+reach], and every match
+// from j ends at one; when there is one such end, that is the match,
+// whatever the priority, and no rule can be given up at MaxMatch. On a
+// body of long matches (a{1,1000}b over runs of a) this saves the attempt
+// re-reading each match.
+func (g *guard) only(s *Set, j int64) (int64, bool) {
+	if !s.guardA.exact {
+		return 0, false
+	}
+	e := g.nextEnd(j + int64(s.minLen))
+	return e, g.prevEnd(min(j+int64(s.guardA.reach), g.top), e+1) < 0
+}
+
 // cover advances the scans over buf until every match that could start at
 // buf[j] is known, and reports whether that was possible (false: the
 // input ends before). buf[i] is at body offset i+delta; prev is the byte
@@ -371,7 +392,7 @@ func (g *guard) advance(a *guardAutomata, pre *prefilter, buf []byte, j int, pre
 		t = n
 		if t.match >= 0 {
 			g.set(g.ends, int64(k)+delta)
-		} else if t == a.fStart[1] || t == a.fStart[2] || t == a.fStart[3] {
+		} else if t.idle {
 			// No thread is alive: skip to where one may begin.
 			if q := min(pre.next(buf, k+1), hi); q > k+1 {
 				t = a.fStart[prevClass(int(buf[q-1]))]
@@ -418,7 +439,7 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 	slotMask := int64(len(g.revAt) - 1)
 	var t *state
 	for p := top; p >= lo; p-- {
-		if t == nil || len(t.pcs) == 0 {
+		if t == nil || t.empty {
 			// Empty: below the earlier top, the earlier scan's marks
 			// stand; above it, go on at the next end.
 			e := g.prevEnd(p, max(lo, old+1))
@@ -452,7 +473,7 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 		if t.match >= 0 {
 			g.set(g.marks, p)
 		}
-		if q := p - 1; q&(g.stride-1) == 0 && len(t.pcs) > 0 {
+		if q := p - 1; q&(g.stride-1) == 0 && !t.empty {
 			slot := q >> bits.TrailingZeros64(uint64(g.stride)) & slotMask
 			if q <= old && g.revPos[slot] == q && g.revAt[slot] == t {
 				return

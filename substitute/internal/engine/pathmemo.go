@@ -208,7 +208,7 @@ func (m *pathMemo) walk(s *Set, a *attempt, t *state, buf []byte, j, k int, delt
 		if t.match >= 0 {
 			a.bestLen, a.bestRule = k-j, t.match
 		}
-		if len(t.pcs) == 0 {
+		if t.empty {
 			return t, k, runDead
 		}
 		if k == limit {

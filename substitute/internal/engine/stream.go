@@ -361,7 +361,9 @@ func (st *Stream) processGuarded(buf []byte, start, from int, final bool) int {
 				continue
 			}
 			st.attempts.add()
-			if !st.literal(buf, j) {
+			if e, ok := g.only(s, m); ok && st.all {
+				st.run.bestLen, st.run.bestRule = int(e-m), 0
+			} else if !st.literal(buf, j) {
 				prev := prevClass(st.prevByte(buf, start, j))
 				st.running = true
 				st.run.state, st.run.len, st.run.prev, st.run.bestLen = st.startState(prev), 0, prev, -1
