@@ -152,7 +152,7 @@ func (st *Stream) memSize() int {
 		n += cap(v)
 	}
 	if g := st.guard; g != nil {
-		n += int(unsafe.Sizeof(*g)) + 8*(cap(g.ends)+cap(g.marks)+cap(g.revPos)+cap(g.revAt))
+		n += int(unsafe.Sizeof(*g)) + 8*(cap(g.ends)+cap(g.marks)+cap(g.crossed)+cap(g.revPos)+cap(g.revAt))
 	}
 	return n
 }

@@ -65,12 +65,15 @@ type guard struct {
 
 	ends, marks []uint64 // bit rings indexed by body offset & ringMask
 	// crossed: the positions whose byte some match the scans know of
-	// consumes (the backward state there is not empty), a bit ring like
-	// ends. No match from a candidate ends past the first position above
-	// it that is not crossed (guard.cut).
-	crossed  []uint64
-	ringMask int64
-	endPos   int64 // no end lies in [the last query, endPos)
+	// consumes (the backward state there is not empty), a bit ring over
+	// the last len(crossed)*64 positions up to top (at most crossedMax, so
+	// that a large MaxMatch does not grow it: the positions below count as
+	// crossed). No match from a candidate ends past the first position
+	// above it that is not crossed (guard.cut).
+	crossed     []uint64
+	crossedMask int64
+	ringMask    int64
+	endPos      int64 // no end lies in [the last query, endPos)
 
 	revAt  []*state // backward state at every stride-th position
 	revPos []int64  // the position each was taken at
@@ -93,6 +96,9 @@ const (
 	// states (guardAutomata.stride), revSlots the most it keeps.
 	revStride = 16
 	revSlots  = 2048
+	// crossedMax bounds the positions guard.crossed covers (8 KiB): the
+	// whole ring up to the default MaxMatch.
+	crossedMax = 64 << 10
 )
 
 // guardMode: when a stream's guard turns on.
@@ -107,12 +113,13 @@ const (
 // guardAutomata are a Set's forward and backward scans, built on first use
 // (most sets never meet a hostile body).
 type guardAutomata struct {
-	once   sync.Once
-	fwd    *dfa
-	bwd    *dfa
-	fStart [4]*state // by prevClass of the byte before
-	bEmpty [4]*state // no thread, by prevClass of the byte after (end of body: 0)
-	reach  int       // longest match, at most MaxMatch
+	once    sync.Once
+	fwd     *dfa
+	bwd     *dfa
+	fStart  [4]*state // by prevClass of the byte before
+	bEmpty  [4]*state // no thread, by prevClass of the byte after (end of body: 0)
+	reach   int       // longest match, at most MaxMatch
+	crossed int       // positions guard.crossed covers, a power of two
 	// exact: one rule, whose matches all fit MaxMatch (guard.only).
 	exact  bool
 	ring   int // ring size in positions, a power of two
@@ -151,6 +158,10 @@ func (s *Set) guardAutomata() *guardAutomata {
 			g.ring = max(s.guardRing, 128, 1<<bits.Len(uint(2*(g.reach+2))))
 		}
 		g.stride = max(revStride, g.ring/revSlots)
+		g.crossed = min(g.ring, crossedMax)
+		if s.guardCrossed > 0 {
+			g.crossed = min(g.ring, max(64, s.guardCrossed))
+		}
 	})
 	return g
 }
@@ -173,7 +184,8 @@ func (g *guard) restart(a *guardAutomata, pos int64, prev int) {
 	if g.ends == nil {
 		g.ends = make([]uint64, a.ring/64)
 		g.marks = make([]uint64, a.ring/64)
-		g.crossed = make([]uint64, a.ring/64)
+		g.crossed = make([]uint64, a.crossed/64)
+		g.crossedMask = int64(a.crossed - 1)
 		g.revAt = make([]*state, a.ring/a.stride)
 		g.revPos = make([]int64, a.ring/a.stride)
 		g.stride = int64(a.stride)
@@ -201,8 +213,14 @@ func (g *guard) set(ring []uint64, p int64) {
 // clearRange clears positions [lo, hi) of ring (hi-lo at most its size),
 // a word at a time.
 func (g *guard) clearRange(ring []uint64, lo, hi int64) {
+	clearBits(ring, g.ringMask, lo, hi)
+}
+
+// clearBits clears positions [lo, hi) of a bit ring of mask+1 positions.
+func clearBits(ring []uint64, mask, lo, hi int64) {
+	hi = min(hi, lo+mask+1)
 	for lo < hi {
-		q := lo & g.ringMask
+		q := lo & mask
 		b := q & 63
 		n := min(64-b, hi-lo) // positions in this word, 1 to 64
 		ring[q>>6] &^= ^uint64(0) >> (64 - n) << b
@@ -309,8 +327,9 @@ func (g *guard) settled(s *Set, a *attempt, t *state) bool {
 // that ends in reach ends at or before it: a match crossing the position
 // would have its thread in the backward state there.
 func (g *guard) cut(lo, hi int64) int64 {
-	for p := lo; p <= hi; {
-		q := p & g.ringMask
+	// Below the window, a position counts as crossed.
+	for p := max(lo, g.top-g.crossedMask); p <= hi; {
+		q := p & g.crossedMask
 		if w := ^g.crossed[q>>6] >> (q & 63); w != 0 {
 			return min(p+int64(bits.TrailingZeros64(w)), hi+1)
 		}
@@ -411,7 +430,7 @@ func (g *guard) advance(a *guardAutomata, pre *prefilter, buf []byte, j int, pre
 		g.done = true
 	}
 	g.clearRange(g.marks, g.top+1, top+1)
-	g.clearRange(g.crossed, g.top+1, top+1)
+	clearBits(g.crossed, g.crossedMask, max(g.top+1, top-g.crossedMask), top+1)
 	g.back(a, buf, prev, top, max(int64(j)+delta, g.from), delta)
 	g.top = top
 }
@@ -448,8 +467,9 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 			}
 			p = e
 			t = a.bEmpty[prevClass(byteAt(p))]
-		} else {
-			g.set(g.crossed, p)
+		} else if p >= top-g.crossedMask {
+			q := p & g.crossedMask
+			g.crossed[q>>6] |= 1 << (q & 63)
 		}
 		if g.bit(g.ends, p) {
 			n := t.to(inject)
