@@ -63,8 +63,8 @@
 //     rule still reads past it. BenchmarkWorstCase measures both beside Go's
 //     regexp on bodies built against their rules; every body there runs
 //     at 50 MB/s or more on one core except one with a match every 8 bytes
-//     among 13 rules (about 40 MB/s on a loaded core: per-match costs, see
-//     docs/benchmarks.md).
+//     among 13 rules (36-60 MB/s on a loaded core, by run and max_match:
+//     per-match costs, see docs/benchmarks.md).
 //   - Stream.Dropped counts rules given up at MaxMatch where an attempt
 //     ran: with the guard on, positions where no match can begin get no
 //     attempt, and a rule alive there is not counted.
