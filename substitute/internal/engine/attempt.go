@@ -21,7 +21,7 @@ const (
 // step returns the DFA state after t reads b.
 func (s *Set) step(t *state, b byte) *state {
 	c := int(s.classes[b])
-	if n := t.next[c].Load(); n != nil {
+	if n := t.to(c); n != nil {
 		return n
 	}
 	return s.dfa.build(t, c)
@@ -37,7 +37,7 @@ func (s *Set) runPlain(a *attempt, t *state, buf []byte, j, k int) (*state, int)
 		if t.match >= 0 {
 			a.bestLen, a.bestRule = k-j, t.match
 		}
-		if len(t.pcs) == 0 {
+		if t.empty {
 			return t, runDead
 		}
 		if k == limit {

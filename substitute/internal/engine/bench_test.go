@@ -152,7 +152,7 @@ func (st *Stream) memSize() int {
 		n += cap(v)
 	}
 	if g := st.guard; g != nil {
-		n += int(unsafe.Sizeof(*g)) + 8*(cap(g.ends)+cap(g.marks)+cap(g.revPos)+cap(g.revAt))
+		n += int(unsafe.Sizeof(*g)) + 8*(cap(g.ends)+cap(g.marks)+cap(g.crossed)+cap(g.revPos)+cap(g.revAt))
 	}
 	return n
 }
@@ -248,6 +248,7 @@ func hostileCases() []hostileCase {
 		{"img", []Rule{rx(img, "")}, fill("<img ")},
 		{"counter", []Rule{rx(`a{1,100}b|a+c`, "")}, fill("a")},
 		{"mixed", mixed, fill("<a aaaa ")},
+		{"dense literal", []Rule{lit("<a", "B")}, fill("<a aaaa ")},
 	}
 }
 

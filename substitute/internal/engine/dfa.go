@@ -76,19 +76,30 @@ func emptyContext(flags uint8, b int) syntax.EmptyOp {
 // the byte that led here (-1: none). States are immutable except for their
 // transitions, which are filled in lazily and read without locks.
 type state struct {
-	pcs   []uint32
-	flags uint8
-	match int32
-	eof   atomic.Int32 // rule matched at end of input; -2: not computed yet
-	next  []atomic.Pointer[state]
-	// outs, in a backward scan's state, lists sorted where its byte
-	// instructions lead (guard.useful).
+	next []atomic.Pointer[state]
+	pcs  []uint32
+	// outs, in a backward scan's state, holds where its byte instructions
+	// lead (guard.useful): sorted, or as a bit set when that is smaller.
 	outs []uint32
+	eof  atomic.Int32 // rule matched at end of input; -2: not computed yet
+
+	// What a scan reads at every byte comes last, next to the transitions
+	// newState allocates right after the struct (read with one load from
+	// the state's address: to), so that a step to a state not read lately
+	// touches one cache line, not two.
+	match int32
+	flags uint8
+	empty bool // no thread: len(pcs) == 0
+	// dense: outs is a bit set over the instructions, not a sorted list.
+	dense bool
+	// idle: a guard's forward scan has no thread alive in this state, one
+	// of its start states after a byte (guardAutomata.fStart[1:]).
+	idle bool
 }
 
 // alive reports whether an attempt in state s is still of use: threads are
 // left, or a match ended just before the byte that led to s.
-func (s *state) alive() bool { return len(s.pcs) > 0 || s.match >= 0 }
+func (s *state) alive() bool { return !s.empty || s.match >= 0 }
 
 // The lazy DFA. A state is the ordered list of NFA threads waiting for the
 // next byte plus what the previous byte was (start, '\n', word byte,
@@ -144,8 +155,88 @@ func newDFA(prog *nfa, first bool, classes *[256]uint8, rep []byte, limit int) *
 // stateSize is what the cache charges for a state of npcs threads: its
 // threads, its transitions, the struct, and stateOverhead.
 func (d *dfa) stateSize(npcs int) int {
-	return npcs*4 + (len(d.classRep)+1)*int(unsafe.Sizeof(atomic.Pointer[state]{})) + int(unsafe.Sizeof(state{})) + stateOverhead
+	return npcs*4 + nextCap(len(d.classRep)+1)*int(unsafe.Sizeof(atomic.Pointer[state]{})) + int(unsafe.Sizeof(state{})) + stateOverhead
 }
+
+// nextCap is the room newState gives n transitions.
+func nextCap(n int) int {
+	for _, c := range nextCaps {
+		if n <= c {
+			return c
+		}
+	}
+	return n
+}
+
+// nextCaps are the transition counts newState allocates with the struct;
+// each is at most 1.5 times the one before, so that little is wasted.
+var nextCaps = [...]int{4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 257}
+
+// newState returns a state with n transitions (at most 257: 256 byte
+// classes and an extra slot), allocated in one block right after it.
+func newState(n int) *state {
+	type with[A any] struct {
+		s state
+		a A
+	}
+	var s *state
+	switch c := nextCap(n); c {
+	case 4:
+		x := new(with[[4]atomic.Pointer[state]])
+		s, x.s.next = &x.s, x.a[:n:n]
+	case 6:
+		x := new(with[[6]atomic.Pointer[state]])
+		s, x.s.next = &x.s, x.a[:n:n]
+	case 8:
+		x := new(with[[8]atomic.Pointer[state]])
+		s, x.s.next = &x.s, x.a[:n:n]
+	case 12:
+		x := new(with[[12]atomic.Pointer[state]])
+		s, x.s.next = &x.s, x.a[:n:n]
+	case 16:
+		x := new(with[[16]atomic.Pointer[state]])
+		s, x.s.next = &x.s, x.a[:n:n]
+	case 24:
+		x := new(with[[24]atomic.Pointer[state]])
+		s, x.s.next = &x.s, x.a[:n:n]
+	case 32:
+		x := new(with[[32]atomic.Pointer[state]])
+		s, x.s.next = &x.s, x.a[:n:n]
+	case 48:
+		x := new(with[[48]atomic.Pointer[state]])
+		s, x.s.next = &x.s, x.a[:n:n]
+	case 64:
+		x := new(with[[64]atomic.Pointer[state]])
+		s, x.s.next = &x.s, x.a[:n:n]
+	case 96:
+		x := new(with[[96]atomic.Pointer[state]])
+		s, x.s.next = &x.s, x.a[:n:n]
+	case 128:
+		x := new(with[[128]atomic.Pointer[state]])
+		s, x.s.next = &x.s, x.a[:n:n]
+	case 192:
+		x := new(with[[192]atomic.Pointer[state]])
+		s, x.s.next = &x.s, x.a[:n:n]
+	case 257:
+		x := new(with[[257]atomic.Pointer[state]])
+		s, x.s.next = &x.s, x.a[:n:n]
+	default:
+		panic("engine: more than 257 transitions")
+	}
+	return s
+}
+
+// to returns the transition of s on class c (nil: not built yet), as
+// s.next[c].Load() but with one load on the path from s, not two: in a
+// DFA loop each byte's load depends on the last one, and this halves the
+// chain. c must be below len(s.next); newState put the transitions at
+// nextOffset from s.
+func (s *state) to(c int) *state {
+	return (*atomic.Pointer[state])(unsafe.Add(unsafe.Pointer(s), nextOffset+uintptr(c)*unsafe.Sizeof(atomic.Pointer[state]{}))).Load()
+}
+
+// nextOffset is where newState's transitions begin, from the state.
+const nextOffset = unsafe.Sizeof(state{})
 
 // stateOverhead estimates a cached state's share of the cache map: its
 // entry and its key's string header and bytes.
@@ -162,9 +253,10 @@ func (d *dfa) intern(flags uint8, match int32, pcs []uint32) *state {
 	if d.size+sz > d.limit {
 		d.reset()
 	}
-	s := &state{pcs: slices.Clone(pcs), flags: flags, match: match, next: make([]atomic.Pointer[state], len(d.classRep)+1)}
+	s := newState(len(d.classRep) + 1)
+	s.pcs, s.flags, s.match, s.empty = slices.Clone(pcs), flags, match, len(pcs) == 0
 	if d.rev != nil {
-		s.outs = d.rev.outsOf(d.prog, pcs)
+		s.outs, s.dense = d.rev.outsOf(d.prog, pcs)
 		sz += 4 * len(s.outs)
 	}
 	s.eof.Store(-2)

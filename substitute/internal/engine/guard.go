@@ -35,7 +35,12 @@ import (
 // only Stream.Dropped does not count rules given up at positions skipped.
 // Attempts are then made only where a match begins, and their matches are
 // written, so the attempts' bytes are bounded by the body's, plus the
-// overrun of a longest-match attempt past its match.
+// overrun of a longest-match attempt past its match. That overrun is cut
+// where no known match crosses (the backward scan's state is empty there:
+// crossed), and, past it, where the backward state kept at a position says
+// that no thread of the attempt leads on to a match (useful): a dense body
+// of short matches among rules that never complete (<a beside <a [^>]*>)
+// costs its attempts a few bytes each, not a stride of kept states.
 //
 // The scans advance in segments of at most half the rings they record
 // into; a segment's backward scan starts at its top and stops where its
@@ -59,6 +64,14 @@ type guard struct {
 	done bool
 
 	ends, marks []uint64 // bit rings indexed by body offset & ringMask
+	// crossed: the positions whose byte some match the scans know of
+	// consumes (the backward state there is not empty), a bit ring over
+	// the last len(crossed)*64 positions up to top (at most crossedMax, so
+	// that a large MaxMatch does not grow it: the positions below count as
+	// crossed). No match from a candidate ends past the first position
+	// above it that is not crossed (guard.cut).
+	crossed     []uint64
+	crossedMask int64
 	ringMask    int64
 	endPos      int64 // no end lies in [the last query, endPos)
 
@@ -83,6 +96,9 @@ const (
 	// states (guardAutomata.stride), revSlots the most it keeps.
 	revStride = 16
 	revSlots  = 2048
+	// crossedMax bounds the positions guard.crossed covers (8 KiB): the
+	// whole ring up to the default MaxMatch.
+	crossedMax = 64 << 10
 )
 
 // guardMode: when a stream's guard turns on.
@@ -97,14 +113,17 @@ const (
 // guardAutomata are a Set's forward and backward scans, built on first use
 // (most sets never meet a hostile body).
 type guardAutomata struct {
-	once   sync.Once
-	fwd    *dfa
-	bwd    *dfa
-	fStart [4]*state // by prevClass of the byte before
-	bEmpty [4]*state // no thread, by prevClass of the byte after (end of body: 0)
-	reach  int       // longest match, at most MaxMatch
-	ring   int       // ring size in positions, a power of two
-	stride int       // positions between kept backward states, a power of two
+	once    sync.Once
+	fwd     *dfa
+	bwd     *dfa
+	fStart  [4]*state // by prevClass of the byte before
+	bEmpty  [4]*state // no thread, by prevClass of the byte after (end of body: 0)
+	reach   int       // longest match, at most MaxMatch
+	crossed int       // positions guard.crossed covers, a power of two
+	// exact: one rule, whose matches all fit MaxMatch (guard.only).
+	exact  bool
+	ring   int // ring size in positions, a power of two
+	stride int // positions between kept backward states, a power of two
 }
 
 func (s *Set) guardAutomata() *guardAutomata {
@@ -126,14 +145,23 @@ func (s *Set) guardAutomata() *guardAutomata {
 		for p := range 4 {
 			g.fStart[p] = g.fwd.pinned1(startFlags[p], g.fwd.inject)
 			g.bEmpty[p] = g.bwd.pinned1(startFlags[p], nil)
+			// After a byte, the forward scan is idle in these: no
+			// thread alive (advance skips with the prefilter). Set
+			// before any stream can read the states.
+			g.fStart[p].idle = p > 0
 		}
 		g.reach = min(s.maxMatch, s.prog.longest())
+		g.exact = len(s.rules) == 1 && s.prog.longest() <= s.maxMatch
 		// A segment covers a candidate's reach: half a ring.
 		g.ring = max(4096, 1<<bits.Len(uint(2*(g.reach+2))))
 		if s.guardRing > 0 {
 			g.ring = max(s.guardRing, 128, 1<<bits.Len(uint(2*(g.reach+2))))
 		}
 		g.stride = max(revStride, g.ring/revSlots)
+		g.crossed = min(g.ring, crossedMax)
+		if s.guardCrossed > 0 {
+			g.crossed = min(g.ring, max(64, s.guardCrossed))
+		}
 	})
 	return g
 }
@@ -156,6 +184,8 @@ func (g *guard) restart(a *guardAutomata, pos int64, prev int) {
 	if g.ends == nil {
 		g.ends = make([]uint64, a.ring/64)
 		g.marks = make([]uint64, a.ring/64)
+		g.crossed = make([]uint64, a.crossed/64)
+		g.crossedMask = int64(a.crossed - 1)
 		g.revAt = make([]*state, a.ring/a.stride)
 		g.revPos = make([]int64, a.ring/a.stride)
 		g.stride = int64(a.stride)
@@ -180,17 +210,21 @@ func (g *guard) set(ring []uint64, p int64) {
 	ring[p>>6] |= 1 << (p & 63)
 }
 
-// clearRange clears positions [lo, hi) of ring (hi-lo at most its size).
+// clearRange clears positions [lo, hi) of ring (hi-lo at most its size),
+// a word at a time.
 func (g *guard) clearRange(ring []uint64, lo, hi int64) {
-	for p := lo; p < hi; {
-		q := p & g.ringMask
-		if q&63 == 0 && hi-p >= 64 {
-			ring[q>>6] = 0
-			p += 64
-			continue
-		}
-		ring[q>>6] &^= 1 << (q & 63)
-		p++
+	clearBits(ring, g.ringMask, lo, hi)
+}
+
+// clearBits clears positions [lo, hi) of a bit ring of mask+1 positions.
+func clearBits(ring []uint64, mask, lo, hi int64) {
+	hi = min(hi, lo+mask+1)
+	for lo < hi {
+		q := lo & mask
+		b := q & 63
+		n := min(64-b, hi-lo) // positions in this word, 1 to 64
+		ring[q>>6] &^= ^uint64(0) >> (64 - n) << b
+		lo += n
 	}
 }
 
@@ -231,7 +265,7 @@ func (g *guard) run(s *Set, a *attempt, t *state, buf []byte, j, k, soft int, de
 		if t.match >= 0 {
 			a.bestLen, a.bestRule = k-j, t.match
 		}
-		if len(t.pcs) == 0 {
+		if t.empty {
 			return t, k, runDead
 		}
 		if k == limit {
@@ -254,6 +288,14 @@ func (g *guard) run(s *Set, a *attempt, t *state, buf []byte, j, k, soft int, de
 // the backward state at q, holds the byte instructions that read that
 // byte and lead on to a match, and b.outs where they lead.
 func (g *guard) useful(t, b *state) bool {
+	if b.dense {
+		for _, pc := range t.pcs {
+			if b.outs[pc>>5]&(1<<(pc&31)) != 0 {
+				return true
+			}
+		}
+		return false
+	}
 	for _, pc := range t.pcs {
 		if _, ok := slices.BinarySearch(b.outs, pc); ok {
 			return true
@@ -280,6 +322,22 @@ func (g *guard) settled(s *Set, a *attempt, t *state) bool {
 	return true
 }
 
+// cut returns the first position in [lo, hi] that no match the scans know
+// of crosses (see crossed), or hi+1. Every match from a candidate below lo
+// that ends in reach ends at or before it: a match crossing the position
+// would have its thread in the backward state there.
+func (g *guard) cut(lo, hi int64) int64 {
+	// Below the window, a position counts as crossed.
+	for p := max(lo, g.top-g.crossedMask); p <= hi; {
+		q := p & g.crossedMask
+		if w := ^g.crossed[q>>6] >> (q & 63); w != 0 {
+			return min(p+int64(bits.TrailingZeros64(w)), hi+1)
+		}
+		p += 64 - q&63
+	}
+	return hi + 1
+}
+
 // nextMark returns the first marked position at or after lo, or top+1.
 func (g *guard) nextMark(lo int64) int64 {
 	for p := lo; p <= g.top; {
@@ -301,6 +359,22 @@ func (g *guard) worth(s *Set, j int64) bool {
 	}
 	e := g.nextEnd(j + int64(s.minLen))
 	return e <= g.top && e <= j+int64(s.guardA.reach)
+}
+
+// only returns the end of the match that begins at the candidate at body
+// offset j (worth said yes), if the scans alone decide it: with a single
+// rule (exact), active, whose matches all fit MaxMatch, a marked j begins
+// a match ending at a known end in [j+minLen, j+reach], and every match
+// from j ends at one; when there is one such end, that is the match,
+// whatever the priority, and no rule can be given up at MaxMatch. On a
+// body of long matches (a{1,1000}b over runs of a) this saves the attempt
+// re-reading each match.
+func (g *guard) only(s *Set, j int64) (int64, bool) {
+	if !s.guardA.exact {
+		return 0, false
+	}
+	e := g.nextEnd(j + int64(s.minLen))
+	return e, g.prevEnd(min(j+int64(s.guardA.reach), g.top), e+1) < 0
 }
 
 // cover advances the scans over buf until every match that could start at
@@ -330,14 +404,14 @@ func (g *guard) advance(a *guardAutomata, pre *prefilter, buf []byte, j int, pre
 	fwd := a.fwd
 	for k := ui; k < hi; k++ {
 		c := int(fwd.classes[buf[k]])
-		n := t.next[c].Load()
+		n := t.to(c)
 		if n == nil {
 			n = fwd.build(t, c)
 		}
 		t = n
 		if t.match >= 0 {
 			g.set(g.ends, int64(k)+delta)
-		} else if t == a.fStart[1] || t == a.fStart[2] || t == a.fStart[3] {
+		} else if t.idle {
 			// No thread is alive: skip to where one may begin.
 			if q := min(pre.next(buf, k+1), hi); q > k+1 {
 				t = a.fStart[prevClass(int(buf[q-1]))]
@@ -356,6 +430,7 @@ func (g *guard) advance(a *guardAutomata, pre *prefilter, buf []byte, j int, pre
 		g.done = true
 	}
 	g.clearRange(g.marks, g.top+1, top+1)
+	clearBits(g.crossed, g.crossedMask, max(g.top+1, top-g.crossedMask), top+1)
 	g.back(a, buf, prev, top, max(int64(j)+delta, g.from), delta)
 	g.top = top
 }
@@ -383,7 +458,7 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 	slotMask := int64(len(g.revAt) - 1)
 	var t *state
 	for p := top; p >= lo; p-- {
-		if t == nil || len(t.pcs) == 0 {
+		if t == nil || t.empty {
 			// Empty: below the earlier top, the earlier scan's marks
 			// stand; above it, go on at the next end.
 			e := g.prevEnd(p, max(lo, old+1))
@@ -392,9 +467,12 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 			}
 			p = e
 			t = a.bEmpty[prevClass(byteAt(p))]
+		} else if p >= top-g.crossedMask {
+			q := p & g.crossedMask
+			g.crossed[q>>6] |= 1 << (q & 63)
 		}
 		if g.bit(g.ends, p) {
-			n := t.next[inject].Load()
+			n := t.to(inject)
 			if n == nil {
 				n = bwd.union(t, inject)
 			}
@@ -407,7 +485,7 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 			return
 		}
 		c := int(bwd.classes[byte(byteAt(p-1))])
-		n := t.next[c].Load()
+		n := t.to(c)
 		if n == nil {
 			n = bwd.build(t, c)
 		}
@@ -415,7 +493,7 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 		if t.match >= 0 {
 			g.set(g.marks, p)
 		}
-		if q := p - 1; q&(g.stride-1) == 0 && len(t.pcs) > 0 {
+		if q := p - 1; q&(g.stride-1) == 0 && !t.empty {
 			slot := q >> bits.TrailingZeros64(uint64(g.stride)) & slotMask
 			if q <= old && g.revPos[slot] == q && g.revAt[slot] == t {
 				return
@@ -465,16 +543,27 @@ type revGraph struct {
 	startOf []int32 // rule+1, 0 if the instruction is no entry point
 }
 
-// outsOf returns, sorted, where the byte instructions among pcs lead.
-func (g *revGraph) outsOf(p *nfa, pcs []uint32) []uint32 {
-	var outs []uint32
+// outsOf returns where the byte instructions among pcs lead: sorted, or,
+// with dense true, as a bit set over the program's instructions when that
+// is the smaller (a state of a bounded repeat holds a thread per count,
+// and useful then tests each of an attempt's threads with one load, not a
+// binary search over cold memory).
+func (g *revGraph) outsOf(p *nfa, pcs []uint32) (outs []uint32, dense bool) {
 	for _, pc := range pcs {
 		if in := &p.insts[pc]; in.op == opByte {
 			outs = append(outs, in.out)
 		}
 	}
 	slices.Sort(outs)
-	return slices.Compact(outs)
+	outs = slices.Compact(outs)
+	if words := (len(p.insts) + 31) / 32; words < len(outs) {
+		set := make([]uint32, words)
+		for _, pc := range outs {
+			set[pc>>5] |= 1 << (pc & 31)
+		}
+		return set, true
+	}
+	return outs, false
 }
 
 func newRevGraph(p *nfa) *revGraph {

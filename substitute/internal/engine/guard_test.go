@@ -103,7 +103,8 @@ func spanMatches(rules []Rule, body []byte) (starts []int64, ends []bool) {
 // TestGuardAgainstPlainAttempts: the differential test. Random rule sets
 // (bounded repeats, anchors, classes, literals, Once), random bodies full of
 // candidates and random chunkings: with the guard on from the first byte,
-// with a small ring (scans in many segments) or the default one, the output
+// with a small ring (scans in many segments) or the default one, and now
+// and then a crossed window smaller than the ring (guard.cut), the output
 // is that of plain anchored attempts, and the reference's when nothing was
 // dropped.
 func TestGuardAgainstPlainAttempts(t *testing.T) {
@@ -125,6 +126,9 @@ func TestGuardAgainstPlainAttempts(t *testing.T) {
 		}
 		if rng.IntN(2) == 0 {
 			s.guardRing = 16
+		}
+		if rng.IntN(3) == 0 {
+			s.guardCrossed = 64 // a crossed window below the ring
 		}
 		want, plain, err := runNoMemo(s, randVars, in, nil)
 		if err != nil {

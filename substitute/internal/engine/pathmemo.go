@@ -199,7 +199,7 @@ func (m *pathMemo) walk(s *Set, a *attempt, t *state, buf []byte, j, k int, delt
 	strideMask := m.stride - 1
 	for ; k < len(buf); k++ {
 		c := int(s.classes[buf[k]])
-		n := t.next[c].Load()
+		n := t.to(c)
 		if n == nil {
 			n = s.dfa.build(t, c)
 		}
@@ -208,7 +208,7 @@ func (m *pathMemo) walk(s *Set, a *attempt, t *state, buf []byte, j, k int, delt
 		if t.match >= 0 {
 			a.bestLen, a.bestRule = k-j, t.match
 		}
-		if len(t.pcs) == 0 {
+		if t.empty {
 			return t, k, runDead
 		}
 		if k == limit {

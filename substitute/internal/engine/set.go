@@ -71,6 +71,8 @@ type Set struct {
 	// byte, or never on.
 	guardMode guardMode
 	guardRing int // tests: a smaller ring, so that scans run in more segments
+	// guardCrossed: tests, a smaller crossed window (guardAutomata.crossed).
+	guardCrossed int
 
 	// memoShape sizes each stream's path memo (tests shrink it, or set
 	// its ring to 0 to turn the memo off).

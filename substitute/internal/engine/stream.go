@@ -361,7 +361,9 @@ func (st *Stream) processGuarded(buf []byte, start, from int, final bool) int {
 				continue
 			}
 			st.attempts.add()
-			if !st.literal(buf, j) {
+			if e, ok := g.only(s, m); ok && st.all {
+				st.run.bestLen, st.run.bestRule = int(e-m), 0
+			} else if !st.literal(buf, j) {
 				prev := prevClass(st.prevByte(buf, start, j))
 				st.running = true
 				st.run.state, st.run.len, st.run.prev, st.run.bestLen = st.startState(prev), 0, prev, -1
@@ -377,7 +379,9 @@ func (st *Stream) processGuarded(buf []byte, start, from int, final bool) int {
 			if pos := int64(j) + delta; g.done || g.top >= pos+int64(a.reach) {
 				soft = j // no end in reach: nothing can match
 				if e := g.prevEnd(pos+int64(a.reach), pos+1); e >= 0 {
-					soft = int(e - delta)
+					// A match from j ends at or before the first
+					// position above j that no known match crosses.
+					soft = int(min(e, g.cut(pos+1, e)) - delta)
 				}
 			} // else an attempt begun before the guard, resumed
 			t, k, why := g.run(s, &st.run, st.run.state, buf, j, j+st.run.len, soft, delta)

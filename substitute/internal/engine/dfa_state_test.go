@@ -1,0 +1,25 @@
+package engine
+
+import "testing"
+
+// TestStateTransitionsInline: for every transition count newState serves,
+// state.to reads the same slots as state.next, where newState put them.
+func TestStateTransitionsInline(t *testing.T) {
+	other := newState(1)
+	for n := 1; n <= 257; n++ {
+		s := newState(n)
+		if len(s.next) != n {
+			t.Fatalf("newState(%d): %d transitions", n, len(s.next))
+		}
+		for c := range n {
+			if s.to(c) != nil {
+				t.Fatalf("newState(%d): transition %d set", n, c)
+			}
+			s.next[c].Store(other)
+			if s.to(c) != other {
+				t.Fatalf("newState(%d): to(%d) does not read next[%d]", n, c, c)
+			}
+			s.next[c].Store(nil)
+		}
+	}
+}
