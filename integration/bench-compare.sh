@@ -28,6 +28,8 @@
 #   dictionary        file_server + encode br + dictionary: dcz against the
 #                     previous version of jquery.min.js (a committed
 #                     file with edits stands for it), every request compressed
+#   throttle_noheaders  throttle as above with headers off (against throttle:
+#                     what the RateLimit fields and their HMAC cost)
 # The callers of the small-response rows are random addresses (a new
 # throttle key almost every request; the limit is never hit).
 # Needs: go, wrk, nginx, redis-server, curl, python3. Not part of `go test`.
@@ -84,8 +86,8 @@ NGX
 nginx -p "$WORK/origin" -c "$WORK/origin/nginx.conf" -g 'daemon off;' &
 PIDS+=($!)
 
-names=(respond client_ip throttle throttle_redis reverse_proxy substitute substitute_gzip encode_br dictionary)
-paths=(/ / / / /page.html /page.html /page.html /assets/app.2.js /assets/app.2.js)
+names=(respond client_ip throttle throttle_redis reverse_proxy substitute substitute_gzip encode_br dictionary throttle_noheaders)
+paths=(/ / / / /page.html /page.html /page.html /assets/app.2.js /assets/app.2.js /)
 rules=$(
 	cat <<'RULES'
 		replace `https://doc.rust-lang.org` `https://docs.example.org`
@@ -116,6 +118,7 @@ for side in a b; do
 		site 6 $'\tsubstitute {\n'"$rules"$'\n\t}\n\treverse_proxy 127.0.0.1:'"$origin_gz"
 		site 7 $'\tencode br\n\troot * '"$WORK/www"$'\n\tfile_server'
 		site 8 $'\tencode br\n\tdictionary {\n\t\tmatch /assets/app.*.js\n\t\tdelta_cache_size off\n\t\tencodings dcz\n\t}\n\troot * '"$WORK/www"$'\n\tfile_server'
+		site 9 "$clientip"$'\n\tthrottle {\n\t\tzone bench_noheaders {\n\t\t\trate 1000000/s\n\t\t\tburst 1000000\n\t\t}\n\t\theaders off\n\t}\n\trespond "ok"'
 	} >"$WORK/Caddyfile-$side"
 	sed -i 's/^\tadmin off$/\tadmin off\n\tlog default {\n\t\tlevel ERROR\n\t}/' "$WORK/Caddyfile-$side"
 	mkdir -p "$WORK/home-$side"
@@ -140,10 +143,10 @@ LUA
 avail=$(python3 -c 'import base64,hashlib,sys; print(":"+base64.b64encode(hashlib.sha256(open(sys.argv[1],"rb").read()).digest()).decode()+":")' "$WORK/www/assets/app.1.js")
 printf 'wrk.headers["Accept-Encoding"] = "gzip, deflate, br, zstd"\n' >"$WORK/page.lua"
 printf 'wrk.headers["Accept-Encoding"] = "gzip, deflate, br, zstd, dcb, dcz"\nwrk.headers["Available-Dictionary"] = "%s"\nwrk.headers["Sec-Fetch-Dest"] = "script"\nwrk.headers["Sec-Fetch-Site"] = "same-origin"\n' "$avail" >"$WORK/dict.lua"
-luas=(callers callers callers callers page page page page dict)
-conns=(64 64 64 64 16 16 16 16 16)
+luas=(callers callers callers callers page page page page dict callers)
+conns=(64 64 64 64 16 16 16 16 16 64)
 # What each row must answer with (Content-Encoding), checked once per side.
-want_enc=("" "" "" "" "" "" "" br dcz)
+want_enc=("" "" "" "" "" "" "" br dcz "")
 
 for side in a b; do
 	# The dictionary: the previous version, marked and stored by a first fetch.
@@ -203,7 +206,7 @@ ratio() { # key1 key2 -> median of per-round key1/key2, or - when either was not
 		awk '{print $1/$2}' | median | awk '{printf "%.3f", $1}'
 }
 # base[i]: the row that row i adds a module to.
-base=(- 0 1 2 - 4 4 - 7)
+base=(- 0 1 2 - 4 4 - 7 2)
 printf '\nA = %s\nB = %s\n' "${CADDY_BIN:-./cmd/caddy (built here)}" "$CADDY_BIN_B"
 printf '%d rounds x %ss, wrk -t2, %s cores, load average %s\n' "$ROUNDS" "$DURATION" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-16s %10s %10s %7s  %-14s %7s %7s\n' configuration "A req/s" "B req/s" "A/B" "against" "A" "B"
