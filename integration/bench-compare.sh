@@ -50,6 +50,7 @@ PAGE=substitute/internal/engine/testdata/rustc-book.html
 SCRIPT=brotli/testdata/corpus/jquery.min.js
 mkdir -p "$WORK/www/assets" "$WORK/origin"
 cp "$PAGE" "$WORK/www/page.html"
+gzip -6 -k "$WORK/www/page.html" # the gzip origin serves it precompressed (gzip_static)
 cp "$SCRIPT" "$WORK/www/assets/app.2.js"
 # The previous version: the same script with a few edits, as a release is.
 sed -e 's/3\.7\.1/3.7.0/g' -e 's/jQuery/jQueri/; s/function/function /20' "$SCRIPT" >"$WORK/www/assets/app.1.js"
@@ -80,7 +81,7 @@ http {
 	uwsgi_temp_path $WORK/origin; scgi_temp_path $WORK/origin;
 	open_file_cache max=16;
 	server { listen 127.0.0.1:$origin; root $WORK/www; sendfile on; }
-	server { listen 127.0.0.1:$origin_gz; root $WORK/www; gzip on; gzip_comp_level 1; }
+	server { listen 127.0.0.1:$origin_gz; root $WORK/www; gzip_static on; gzip_proxied any; }
 }
 NGX
 nginx -p "$WORK/origin" -c "$WORK/origin/nginx.conf" -g 'daemon off;' &
@@ -128,6 +129,11 @@ for side in a b; do
 done
 wait_port "$redis_port"
 wait_port "$origin"
+# The gzip origin must answer gzip to Caddy's requests (nginx's gzip_proxied
+# off would answer identity to any request with Via, which Caddy sends).
+for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$origin_gz/page.html" && break; sleep 0.1; done
+curl -fs -o /dev/null -D - -H 'Accept-Encoding: gzip' -H 'Via: 1.1 Caddy' "http://127.0.0.1:$origin_gz/page.html" | grep -qi '^content-encoding: gzip' ||
+	{ echo "$0: the gzip origin does not answer gzip" >&2; exit 1; }
 for p in "${port[@]}"; do wait_port "$p"; done
 
 # Each row's request headers, as wrk Lua: random callers behind a 3-hop

@@ -27,6 +27,7 @@ caddy_binary "$PWD" "$WORK/caddy"
 OUT=${KEEP:-$WORK/prof}
 mkdir -p "$OUT" "$WORK/www" "$WORK/origin"
 cp substitute/internal/engine/testdata/rustc-book.html "$WORK/www/page.html"
+gzip -6 -k "$WORK/www/page.html" # the gzip origin serves it precompressed (gzip_static)
 chmod -R a+rX "$WORK/www"
 
 origin=$(free_port) origin_gz=$(free_port) admin=$(free_port)
@@ -41,7 +42,7 @@ http {
 	client_body_temp_path $WORK/origin; proxy_temp_path $WORK/origin; fastcgi_temp_path $WORK/origin;
 	uwsgi_temp_path $WORK/origin; scgi_temp_path $WORK/origin;
 	server { listen 127.0.0.1:$origin; root $WORK/www; sendfile on; open_file_cache max=16; }
-	server { listen 127.0.0.1:$origin_gz; root $WORK/www; gzip on; gzip_comp_level 1; }
+	server { listen 127.0.0.1:$origin_gz; root $WORK/www; gzip_static on; gzip_proxied any; }
 }
 NGX
 nginx -p "$WORK/origin" -c "$WORK/origin/nginx.conf" -g 'daemon off;' &
@@ -82,6 +83,11 @@ HOME=$WORK XDG_DATA_HOME=$WORK/data XDG_CONFIG_HOME=$WORK/config \
 	"$WORK/caddy" run --config "$WORK/Caddyfile" --adapter caddyfile >"$WORK/caddy.log" 2>&1 &
 PIDS+=($!)
 wait_ready /page.html "$origin"
+# The gzip origin must answer gzip to Caddy's requests (nginx's gzip_proxied
+# off would answer identity to any request with Via, which Caddy sends).
+for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$origin_gz/page.html" && break; sleep 0.1; done
+curl -fs -o /dev/null -D - -H 'Accept-Encoding: gzip' -H 'Via: 1.1 Caddy' "http://127.0.0.1:$origin_gz/page.html" | grep -qi '^content-encoding: gzip' ||
+	{ echo "$0: the gzip origin does not answer gzip" >&2; exit 1; }
 wait_ready / "${port[@]}"
 
 cat >"$WORK/callers.lua" <<'LUA'
