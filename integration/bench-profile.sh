@@ -124,7 +124,7 @@ engine (substitute's Stream.Write, less its output)|engine\.\(\*Stream\)\.Write$
 substitute's output (buffer copy and the writes under it)|substitute\.\(\*output\)\.Write$ substitute\.\(\*output\)\.WriteString$ substitute\.\(\*output\)\.end$
   of which copying into the buffer (memmove)|MEMMOVE_BUFIO
 decoder goroutine, less the engine it feeds|substitute\.\(\*decoder\)\.run$ -engine\.\(\*Stream\)\.Write$
-  of which gzip inflate|compress/gzip\.\(\*Reader\)\.Read$
+  of which gzip inflate|compress/gzip\.\(\*Reader\)\.(Read|WriteTo)$
 read syscalls (upstream and client)|^syscall\.read$
 write syscalls (client and upstream)|^syscall\.write$
 reverse_proxy's copy loop, all of it|reverseproxy\.Handler\.copyBuffer$
