@@ -248,9 +248,10 @@ func (h *Handler) clockNow() int64 {
 // out of the request (on_empty_key) has no RateLimit member: it says
 // nothing about this caller.
 //
-// Both fields take their value from one two-element array (one allocation,
-// as net/textproto does), each capped so an Add to one cannot touch the
-// other: Caddy's header handler replaces values in place.
+// Both fields take their value from one two-element array, and both values
+// are cut from one string (built on the stack): two allocations. Each
+// value slice is capped so an Add to one cannot
+// touch the other: Caddy's header handler replaces values in place.
 func (h *Handler) setHeaders(hdr http.Header, keys []requestKey, out []outcome, active zoneSet) {
 	var pks [maxZones][pkSize]byte
 	for i := range h.zones {
@@ -260,8 +261,7 @@ func (h *Handler) setHeaders(hdr http.Header, keys []requestKey, out []outcome, 
 			pks[i] = keys[i].pk()
 		}
 	}
-	vals := new([2]string)
-	var buf [512]byte
+	var buf [1024]byte
 	b := buf[:0]
 	for i := range h.zones {
 		if !active.has(i) {
@@ -273,22 +273,24 @@ func (h *Handler) setHeaders(hdr http.Header, keys []requestKey, out []outcome, 
 		b = append(b, h.policies[i]...)
 		b = appendPK(b, &pks[i])
 	}
-	vals[0] = string(b)
-	b = buf[:0]
+	if len(b) == 0 {
+		return
+	}
+	policyLen := len(b)
+	first := true
 	for i, z := range h.zones {
 		if !active.has(i) {
 			continue
 		}
-		if len(b) > 0 {
+		if !first {
 			b = append(b, ", "...)
 		}
+		first = false
 		b = appendState(b, z, out[i])
 		b = appendPK(b, &pks[i])
 	}
-	vals[1] = string(b)
-	if vals[0] == "" {
-		return
-	}
+	both := string(b)
+	vals := &[2]string{both[:policyLen], both[policyLen:]}
 	hdr["Ratelimit-Policy"] = vals[0:1:1]
 	hdr["Ratelimit"] = vals[1:2:2]
 }

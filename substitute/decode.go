@@ -1,6 +1,7 @@
 package substitute
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -105,6 +106,7 @@ type decoder struct {
 
 	// Owned by the decompressor goroutine (out until done is closed).
 	out      decodedOutput
+	src      *bufio.Reader // what gzip and deflate read through (see buffered)
 	cur      []byte
 	peek     []byte
 	pending  bool // cur came from a Write still waiting for its ack
@@ -160,6 +162,11 @@ func (d *decoder) run(enc encoding) {
 	if err == nil {
 		err = d.trailing()
 	}
+	if d.src != nil {
+		d.src.Reset(nil)
+		bufferedSources.Put(d.src)
+		d.src = nil
+	}
 	switch {
 	case err == nil, d.sawAbort, errors.Is(err, errAborted):
 	case d.out.failed:
@@ -186,7 +193,7 @@ func (d *decoder) decode(enc encoding) error {
 		if zr == nil {
 			zr = new(gzip.Reader)
 		}
-		if err = zr.Reset(d); err == nil {
+		if err = zr.Reset(d.buffered()); err == nil {
 			_, err = copyPooled(dst, zr)
 		}
 		gzipReaders.Put(zr)
@@ -275,7 +282,7 @@ func brotliWindowBits(b byte) (int, bool) {
 // input it already read; gzip and zstd read on for another member or
 // frame), so bytes after it are still here, or yet to come.
 func (d *decoder) trailing() error {
-	if len(d.peek) > 0 || len(d.cur) > 0 {
+	if len(d.peek) > 0 || len(d.cur) > 0 || d.src != nil && d.src.Buffered() > 0 {
 		return errTrailing
 	}
 	switch err := d.fill(); err {
@@ -321,9 +328,9 @@ func (d *decoder) runDeflate(dst io.Writer) error {
 	if hdr[0]&0x0f == 8 && (uint16(hdr[0])<<8|uint16(hdr[1]))%31 == 0 {
 		zr, _ := zlibReaders.Get().(io.ReadCloser)
 		if zr == nil {
-			zr, err = zlib.NewReader(d)
+			zr, err = zlib.NewReader(d.buffered())
 		} else {
-			err = zr.(zlib.Resetter).Reset(d, nil)
+			err = zr.(zlib.Resetter).Reset(d.buffered(), nil)
 		}
 		if err != nil {
 			return err
@@ -334,8 +341,8 @@ func (d *decoder) runDeflate(dst io.Writer) error {
 	}
 	fr, _ := flateReaders.Get().(io.ReadCloser)
 	if fr == nil {
-		fr = flate.NewReader(d)
-	} else if err = fr.(flate.Resetter).Reset(d, nil); err != nil {
+		fr = flate.NewReader(d.buffered())
+	} else if err = fr.(flate.Resetter).Reset(d.buffered(), nil); err != nil {
 		return err
 	}
 	_, err = copyPooled(dst, fr)
@@ -359,7 +366,26 @@ func (d *decoder) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// ReadByte lets flate read without its own bufio.Reader.
+// buffered is d behind a pooled bufio.Reader, for gzip and deflate:
+// klauspost's flate decodes from a *bufio.Reader with ReadByte calls it can
+// inline, and from any other io.ByteReader one interface call per byte (its
+// generic path; the 1 MB page from a gzip origin, under wrk: that path and
+// ReadByte were 2.5 of its 3.8 s decoding). bufio reads from d only when
+// it has handed out every byte it holds, so the decompressor still asks
+// for the next Write only once it has used this one up; bytes it read
+// ahead past the end of the stream are trailing (see trailing).
+func (d *decoder) buffered() *bufio.Reader {
+	if d.src == nil {
+		d.src = bufferedSources.Get().(*bufio.Reader)
+	}
+	d.src.Reset(d)
+	return d.src
+}
+
+var bufferedSources = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10) }}
+
+// ReadByte serves the decoders' own header checks (deflate's zlib header,
+// brotli's window), byte by byte.
 func (d *decoder) ReadByte() (byte, error) {
 	if len(d.peek) > 0 {
 		b := d.peek[0]
