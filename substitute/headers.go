@@ -1,9 +1,11 @@
 package substitute
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
@@ -124,6 +126,16 @@ func newHeaderNames(names []string) *headerNames {
 	return hn
 }
 
+// index returns the position in names of the name key matches.
+func (hn *headerNames) index(key string) int {
+	for i, n := range hn.names {
+		if strings.EqualFold(n, key) {
+			return i
+		}
+	}
+	return -1
+}
+
 // has reports whether the map key names a field to rewrite.
 func (hn *headerNames) has(key string) bool {
 	if len(key) < 64 {
@@ -149,6 +161,7 @@ type headerRewriter struct {
 	in     []byte
 	out    boundedBuffer
 	budget int
+	keys   []string // the map keys to rewrite, in order
 
 	// saved holds the fields as they were before an informational
 	// response (103 Early Hints) was sent, so the final response rewrites
@@ -171,10 +184,24 @@ func (rw *responseWriter) rewriteHeaders(hdr http.Header, save bool) {
 	hr := &rw.hdr
 	hr.saved = hr.saved[:0]
 	hr.budget = headerBudget
-	for key, values := range hdr {
-		if !hn.has(key) {
-			continue
+	// Which values the budget reaches must not depend on Go's random map
+	// order (identical requests, and HEAD and GET, get the same fields):
+	// the configured names in order, the keys matching one name in sorted
+	// order, the values in order.
+	hr.keys = hr.keys[:0]
+	for key := range hdr {
+		if hn.has(key) {
+			hr.keys = append(hr.keys, key)
 		}
+	}
+	if len(hr.keys) > 1 {
+		slices.SortFunc(hr.keys, func(a, b string) int {
+			return cmp.Or(cmp.Compare(hn.index(a), hn.index(b)), strings.Compare(a, b))
+		})
+	}
+	for i, key := range hr.keys {
+		hr.keys[i] = "" // not kept alive by the pool
+		values := hdr[key]
 		var changed []string // nil while every value is sent as it came
 		for i, v := range values {
 			nv, fate := rw.rewriteValue(v)

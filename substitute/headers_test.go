@@ -490,3 +490,42 @@ func FuzzHeaderFields(f *testing.F) {
 		}
 	})
 }
+
+// TestHeadersOverBudgetDeterministic: which values the 1 MiB budget
+// reaches follows the configured names, then the keys matching a name in
+// sorted order, then the values: identical responses, and HEAD and GET,
+// get the same fields, not Go's random map order.
+func TestHeadersOverBudgetDeterministic(t *testing.T) {
+	h := provision(t, &Handler{Rules: []Rule{{Find: "a", Replace: "b"}}, Headers: []string{"Set-Cookie", "Link", "Location", "Refresh"}})
+	big := "a" + strings.Repeat("x", 60<<10) // about 120 KiB of budget each
+	in := http.Header{
+		"Location":   {big},
+		"Refresh":    {big},
+		"Link":       {big, big},
+		"Set-Cookie": {big, big, big},
+		"set-cookie": {big},
+		"SET-COOKIE": {big, big},
+	}
+	var first http.Header
+	for i := range 20 {
+		method := "GET"
+		if i%2 == 1 {
+			method = "HEAD"
+		}
+		got := serve(t, h, request(method, "/"), headerOrigin(302, in, "")).Header()
+		if i == 0 {
+			first = got
+			// Set-Cookie's keys sorted: SET-COOKIE's 2, Set-Cookie's 3,
+			// set-cookie's 1 (the 8th value passes the budget).
+			if n := len(got["SET-COOKIE"]) + len(got["Set-Cookie"]) + len(got["set-cookie"]) + len(got["Link"]); n != 8 ||
+				len(got["SET-COOKIE"]) != 2 || len(got["Link"]) != 2 || got["Location"] != nil || got["Refresh"] != nil {
+				t.Fatalf("fields sent: %d SET-COOKIE, %d Set-Cookie, %d set-cookie, %d Link, %d Location, %d Refresh; want the configured order",
+					len(got["SET-COOKIE"]), len(got["Set-Cookie"]), len(got["set-cookie"]), len(got["Link"]), len(got["Location"]), len(got["Refresh"]))
+			}
+			continue
+		}
+		if !maps.EqualFunc(got, first, slices.Equal) {
+			t.Fatalf("response %d (%s) differs from the first", i, method)
+		}
+	}
+}
