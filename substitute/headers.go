@@ -1,6 +1,7 @@
 package substitute
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -302,7 +303,10 @@ func (rw *responseWriter) rewriteValue(v string) (string, fate) {
 		return "", fateRemoved
 	}
 	metrics.headerRewritten.Inc()
-	return string(hr.out.b), fateRewritten
+	// RFC 9110 §5.5 (and RFC 9113 §8.2.1, which lets an HTTP/2 peer treat
+	// it as malformed): a field value neither starts nor ends with SP or
+	// HTAB, which a replacement or a placeholder may put there.
+	return string(bytes.Trim(hr.out.b, " \t")), fateRewritten
 }
 
 // errFieldTooLong: the rewritten value would pass maxHeaderValue or the

@@ -476,8 +476,9 @@ func FuzzHeaderFields(f *testing.F) {
 			}
 			return
 		}
-		// Each value is sent as it is as a body, or removed when that would
-		// hold a control character or pass 64 KiB.
+		// Each value is sent as it is as a body (trimmed of SP and HTAB when
+		// a rule matched), or removed when that would hold a control
+		// character or pass 64 KiB.
 		var want []string
 		for _, v := range values {
 			body := serve(t, h, withPlaceholder(ph), origin(200, map[string]string{"Content-Type": "text/plain"}, []byte(v), 7)).Body.String()
@@ -485,8 +486,13 @@ func FuzzHeaderFields(f *testing.F) {
 				want = append(want, body)
 			}
 		}
-		if !slices.Equal(got, want) {
+		if len(got) != len(want) {
 			t.Fatalf("values %q became %q, want %q", values, got, want)
+		}
+		for i := range got {
+			if got[i] != want[i] && got[i] != strings.Trim(want[i], " \t") {
+				t.Fatalf("values %q became %q, want %q", values, got, want)
+			}
 		}
 	})
 }
@@ -526,6 +532,27 @@ func TestHeadersOverBudgetDeterministic(t *testing.T) {
 		}
 		if !maps.EqualFunc(got, first, slices.Equal) {
 			t.Fatalf("response %d (%s) differs from the first", i, method)
+		}
+	}
+}
+
+// TestHeadersRewrittenValueTrimmed: a rewritten value is sent without
+// leading or trailing SP and HTAB (RFC 9110 §5.5, RFC 9113 §8.2.1), which a
+// replacement or a caller's placeholder could put there.
+func TestHeadersRewrittenValueTrimmed(t *testing.T) {
+	h := provision(t, &Handler{Rules: []Rule{
+		{Find: "^tail", Regex: true, Replace: "{ph}"},
+		{Find: "end$", Regex: true, Replace: "trail "},
+	}, Headers: []string{"Location", "Link"}})
+	for _, ph := range []string{"\t", " \t ", "\t x"} {
+		r := request("GET", "/")
+		r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer).Set("ph", ph)
+		rec := serve(t, h, r, headerOrigin(302, http.Header{"Location": {"tail/mid/end"}, "Link": {"tail"}}, ""))
+		if got, want := rec.Header().Get("Location"), strings.TrimLeft(ph, " \t")+"/mid/trail"; got != want {
+			t.Errorf("%q: Location %q, want %q", ph, got, want)
+		}
+		if got, want := rec.Header()["Link"], []string{strings.Trim(ph, " \t")}; !slices.Equal(got, want) {
+			t.Errorf("%q: Link %q, want %q", ph, got, want)
 		}
 	}
 }
