@@ -556,3 +556,55 @@ func TestHeadersRewrittenValueTrimmed(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadersMetricsMatchFates: header_fields_total counts each value of a
+// named field once, by what became of it, as docs/substitute.md says:
+// rewritten when sent rewritten, invalid, too_long or over_budget when
+// removed; a value no rule matched and sent as it came is not counted.
+func TestHeadersMetricsMatchFates(t *testing.T) {
+	h := provision(t, &Handler{Rules: []Rule{
+		{Find: "QRY", Replace: "{q}"},
+		{Find: "origin.example", Replace: "clone.test"},
+	}, Headers: []string{"Location", "Link", "Refresh", "Set-Cookie", "Content-Location"}})
+	counters := []prometheus.Counter{metrics.headerRewritten, metrics.headerInvalid, metrics.headerTooLong, metrics.headerOverBudget}
+	names := []string{"rewritten", "invalid", "too_long", "over_budget"}
+	cases := []struct {
+		name string
+		in   http.Header
+		want [4]int // rewritten, invalid, too_long, over_budget
+	}{
+		{"no rule matches", http.Header{"Location": {"/a"}, "Link": {"</b>", "</c>"}}, [4]int{}},
+		{"mixed", http.Header{
+			"Location":   {"/nothing"},                                 // not counted
+			"Link":       {"<https://origin.example/>", "</x>"},        // rewritten, not counted
+			"Refresh":    {"0; url=https://origin.example/?QRY"},       // invalid
+			"Set-Cookie": {strings.Repeat("x", maxHeaderValue+1), "a"}, // too_long though no rule matches, not counted
+		}, [4]int{1, 1, 1, 0}},
+		// Location, named first, is rewritten; then 16 values of 32 KiB
+		// matching no rule, each 64 KiB read and written: the 16th passes
+		// the budget, and Content-Location, named after Set-Cookie, is
+		// reached after it.
+		{"past the budget", http.Header{
+			"Set-Cookie":       slices.Repeat([]string{strings.Repeat("x", 32<<10)}, 16),
+			"Content-Location": {"/origin.example"},
+			"Location":         {"/origin.example"},
+			"Link":             {strings.Repeat("x", maxHeaderValue+1)}, // too_long wherever it comes
+		}, [4]int{1, 0, 1, 2}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var before [4]float64
+			for i, m := range counters {
+				before[i] = testutil.ToFloat64(m)
+			}
+			r := request("GET", "/")
+			r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer).Set("q", "\n")
+			serve(t, h, r, headerOrigin(302, c.in, ""))
+			for i, m := range counters {
+				if n := testutil.ToFloat64(m) - before[i]; int(n) != c.want[i] {
+					t.Errorf("header_fields_total{result=%q} grew by %v, want %d", names[i], n, c.want[i])
+				}
+			}
+		})
+	}
+}
