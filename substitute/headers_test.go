@@ -608,3 +608,23 @@ func TestHeadersMetricsMatchFates(t *testing.T) {
 		})
 	}
 }
+
+// TestHeadersMaxMatchBoundsValues: max_match bounds a match in a header
+// value as in a body: one longer is not rewritten (the value is sent as
+// it came, no rule having matched) and counts in dropped_candidates_total.
+func TestHeadersMaxMatchBoundsValues(t *testing.T) {
+	h := provision(t, &Handler{Rules: []Rule{{Find: `a[^;]*b`, Regex: true, Replace: "z"}}, MaxMatch: 64, Headers: []string{"Location"}})
+	for _, c := range []struct{ in, want string }{
+		{"/a" + strings.Repeat("x", 40) + "b", "/z"},
+		{"/a" + strings.Repeat("x", 100) + "b", "/a" + strings.Repeat("x", 100) + "b"},
+	} {
+		before := testutil.ToFloat64(metrics.dropped)
+		rec := serve(t, h, request("GET", "/"), headerOrigin(302, http.Header{"Location": {c.in}}, ""))
+		if got := rec.Header().Get("Location"); got != c.want {
+			t.Errorf("Location %.50q, want %.50q", got, c.want)
+		}
+		if dropped := testutil.ToFloat64(metrics.dropped) - before; (dropped > 0) != (c.want == c.in) {
+			t.Errorf("%d-byte value: dropped_candidates_total grew by %v", len(c.in), dropped)
+		}
+	}
+}
