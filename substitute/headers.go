@@ -127,31 +127,22 @@ func newHeaderNames(names []string) *headerNames {
 	return hn
 }
 
-// index returns the position in names of the name key matches.
+// index returns the position in names of the name the map key matches
+// (case-insensitively), or -1 when it names no field to rewrite.
 func (hn *headerNames) index(key string) int {
+	if len(key) < 64 {
+		if hn.lens&(1<<len(key)) == 0 {
+			return -1
+		}
+	} else if !hn.long {
+		return -1
+	}
 	for i, n := range hn.names {
-		if strings.EqualFold(n, key) {
+		if len(n) == len(key) && strings.EqualFold(n, key) {
 			return i
 		}
 	}
 	return -1
-}
-
-// has reports whether the map key names a field to rewrite.
-func (hn *headerNames) has(key string) bool {
-	if len(key) < 64 {
-		if hn.lens&(1<<len(key)) == 0 {
-			return false
-		}
-	} else if !hn.long {
-		return false
-	}
-	for _, n := range hn.names {
-		if len(n) == len(key) && strings.EqualFold(n, key) {
-			return true
-		}
-	}
-	return false
 }
 
 // headerRewriter holds what one response writer needs to rewrite fields:
@@ -162,12 +153,19 @@ type headerRewriter struct {
 	in     []byte
 	out    boundedBuffer
 	budget int
-	keys   []string // the map keys to rewrite, in order
+	keys   []namedKey // the map keys to rewrite, in order
 
 	// saved holds the fields as they were before an informational
 	// response (103 Early Hints) was sent, so the final response rewrites
 	// the originals once rather than the rewritten values again.
 	saved []savedField
+}
+
+// namedKey is a map key to rewrite and the position of its name in
+// Handler.Headers.
+type namedKey struct {
+	name int
+	key  string
 }
 
 type savedField struct {
@@ -191,17 +189,18 @@ func (rw *responseWriter) rewriteHeaders(hdr http.Header, save bool) {
 	// order, the values in order.
 	hr.keys = hr.keys[:0]
 	for key := range hdr {
-		if hn.has(key) {
-			hr.keys = append(hr.keys, key)
+		if i := hn.index(key); i >= 0 {
+			hr.keys = append(hr.keys, namedKey{i, key})
 		}
 	}
 	if len(hr.keys) > 1 {
-		slices.SortFunc(hr.keys, func(a, b string) int {
-			return cmp.Or(cmp.Compare(hn.index(a), hn.index(b)), strings.Compare(a, b))
+		slices.SortFunc(hr.keys, func(a, b namedKey) int {
+			return cmp.Or(cmp.Compare(a.name, b.name), strings.Compare(a.key, b.key))
 		})
 	}
-	for i, key := range hr.keys {
-		hr.keys[i] = "" // not kept alive by the pool
+	for i, nk := range hr.keys {
+		hr.keys[i] = namedKey{} // not kept alive by the pool
+		key := nk.key
 		values := hdr[key]
 		var changed []string // nil while every value is sent as it came
 		for i, v := range values {
