@@ -401,7 +401,9 @@ func TestHeadersAbsentCostNothing(t *testing.T) {
 			}
 		})
 	}
-	if a, b := allocs(today), allocs(named); b > a {
+	// Under -race sync.Pool drops what is put back, so either handler may
+	// allocate a writer anew on any run: the bound holds only without it.
+	if a, b := allocs(today), allocs(named); b > a && !raceEnabled {
 		t.Errorf("%v allocations per response with headers named and absent, %v without headers", b, a)
 	}
 }
