@@ -127,3 +127,61 @@ https://localhost:{$HTTPS_PORT} {
 	c.WaitHTTPS(t)
 	return c, []substituteProto{{"HTTP/1.1", c.URL}, {"HTTP/2", c.HTTPSURL}}
 }
+
+// TestSubstituteHeadHTTP3ZeroLength pins what docs/substitute.md says of
+// HEAD over HTTP/3: for a response without Content-Length (a substituted
+// body, or only `header -Content-Length`, no substitute), Caddy's HTTP/3
+// server (quic-go) announces content-length: 0 to a HEAD, where HTTP/1.1
+// and HTTP/2 announce none.
+func TestSubstituteHeadHTTP3ZeroLength(t *testing.T) {
+	page := []byte("<p>origin.example</p>\n")
+	origin := Origin(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("Content-Length", strconv.Itoa(len(page)))
+		if r.Method != http.MethodHead {
+			_, _ = w.Write(page)
+		}
+	}))
+	c := StartCaddy(t, fmt.Sprintf(`
+https://localhost:{$HTTPS_PORT} {
+	tls internal
+	handle /sub {
+		substitute {
+			replace origin.example edge.example
+		}
+		reverse_proxy %[1]s
+	}
+	handle /plain {
+		header -Content-Length
+		reverse_proxy %[1]s
+	}
+}`, origin))
+	c.WaitHTTPS(t)
+	for _, path := range []string{"/sub", "/plain"} {
+		for _, proto := range []struct {
+			name   string
+			client *http.Client
+			want   []string
+		}{
+			{"HTTP/2", c.Client(), nil},
+			{"HTTP/3", c.H3Client(), []string{"0"}},
+		} {
+			req, err := http.NewRequest(http.MethodHead, c.HTTPSURL(path), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := proto.client.Do(req)
+			if err != nil {
+				t.Fatalf("%s HEAD %s: %v", proto.name, path, err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || resp.Proto[:6] != proto.name[:6] {
+				t.Fatalf("%s HEAD %s: %s %d", proto.name, path, resp.Proto, resp.StatusCode)
+			}
+			t.Logf("%s HEAD %s: Content-Length %q, ContentLength %d", proto.name, path, resp.Header["Content-Length"], resp.ContentLength)
+			if got := resp.Header["Content-Length"]; !slices.Equal(got, proto.want) {
+				t.Errorf("%s HEAD %s: Content-Length %q, want %q", proto.name, path, got, proto.want)
+			}
+		}
+	}
+}

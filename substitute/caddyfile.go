@@ -50,6 +50,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	var ruleTokens []caddyfile.Token // where each rule is, for errors found later
 	for d.NextBlock(0) {
 		switch opt := d.Val(); opt {
 		case "replace", "regex":
@@ -62,6 +63,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("rule %d: %s %q: unknown option %q (only once is allowed)", rule, opt, args[0], args[2])
 			}
 			r := Rule{Find: args[0], Regex: opt == "regex", Replace: args[1], Once: len(args) == 3}
+			ruleTokens = append(ruleTokens, d.Token())
 			// Compiled here too, so that `caddy adapt` points at the line.
 			if err := compileRule(rule-1, r); err != nil {
 				return d.Err(err.Error())
@@ -74,16 +76,21 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.Rules = append(h.Rules, r)
 		case "headers":
 			args := d.RemainingArgs()
+			if opensBlock(d) {
+				return d.Err("substitute: headers takes field names on its line, not a block: write headers Location Set-Cookie ...")
+			}
 			if len(args) == 0 {
-				return d.ArgErr()
+				return d.Errf("substitute: headers: expected the response field names to rewrite, such as headers Location Set-Cookie")
 			}
 			h.Headers = append(h.Headers, args...)
 			if err := checkHeaderNames(h.Headers); err != nil {
 				return d.Err(err.Error())
 			}
-			for i, r := range h.Rules { // the rules above; those below are checked at their line
+			for i, r := range h.Rules { // the rules above, at their own line; those below are checked there
 				if err := checkHeaderRule(i, r); err != nil {
-					return d.Err(err.Error())
+					at := caddyfile.NewDispenser([]caddyfile.Token{ruleTokens[i]})
+					at.Next()
+					return at.Err(err.Error())
 				}
 			}
 		case "types":
@@ -164,4 +171,16 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	return nil
+}
+
+// opensBlock reports whether the next token opens a block on the current
+// line, leaving the cursor where it was.
+func opensBlock(d *caddyfile.Dispenser) bool {
+	line := d.Line()
+	if !d.Next() {
+		return false
+	}
+	open := d.Val() == "{" && d.Line() == line
+	d.Prev()
+	return open
 }

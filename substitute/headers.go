@@ -1,9 +1,12 @@
 package substitute
 
 import (
+	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
@@ -25,9 +28,11 @@ import (
 // cannot slip past; HTTP/1, HTTP/2 and HTTP/3 clients of reverse_proxy
 // canonicalize what the upstream sends anyway.
 //
-// The work is bounded per response (headerBudget), and a value is left
-// unchanged, and counted, when its rewritten form would not be a valid
-// field value (a control character from a placeholder) or would not fit.
+// The work is bounded per response (headerBudget). A value whose rewrite
+// cannot be sent (its rewritten form would not be a valid field value, as
+// with a control character from a placeholder, or would not fit, or the
+// budget is spent) is removed and counted, never sent as the upstream
+// wrote it: the rules are protections a caller must not switch off.
 
 const (
 	// headerBudget bounds the bytes read and written per response while
@@ -122,21 +127,22 @@ func newHeaderNames(names []string) *headerNames {
 	return hn
 }
 
-// has reports whether the map key names a field to rewrite.
-func (hn *headerNames) has(key string) bool {
+// index returns the position in names of the name the map key matches
+// (case-insensitively), or -1 when it names no field to rewrite.
+func (hn *headerNames) index(key string) int {
 	if len(key) < 64 {
 		if hn.lens&(1<<len(key)) == 0 {
-			return false
+			return -1
 		}
 	} else if !hn.long {
-		return false
+		return -1
 	}
-	for _, n := range hn.names {
+	for i, n := range hn.names {
 		if len(n) == len(key) && strings.EqualFold(n, key) {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }
 
 // headerRewriter holds what one response writer needs to rewrite fields:
@@ -147,11 +153,19 @@ type headerRewriter struct {
 	in     []byte
 	out    boundedBuffer
 	budget int
+	keys   []namedKey // the map keys to rewrite, in order
 
 	// saved holds the fields as they were before an informational
 	// response (103 Early Hints) was sent, so the final response rewrites
 	// the originals once rather than the rewritten values again.
 	saved []savedField
+}
+
+// namedKey is a map key to rewrite and the position of its name in
+// Handler.Headers.
+type namedKey struct {
+	name int
+	key  string
 }
 
 type savedField struct {
@@ -169,27 +183,51 @@ func (rw *responseWriter) rewriteHeaders(hdr http.Header, save bool) {
 	hr := &rw.hdr
 	hr.saved = hr.saved[:0]
 	hr.budget = headerBudget
-	for key, values := range hdr {
-		if !hn.has(key) {
-			continue
+	// Which values the budget reaches must not depend on Go's random map
+	// order (identical requests, and HEAD and GET, get the same fields):
+	// the configured names in order, the keys matching one name in sorted
+	// order, the values in order.
+	hr.keys = hr.keys[:0]
+	for key := range hdr {
+		if i := hn.index(key); i >= 0 {
+			hr.keys = append(hr.keys, namedKey{i, key})
 		}
-		var changed []string
+	}
+	if len(hr.keys) > 1 {
+		slices.SortFunc(hr.keys, func(a, b namedKey) int {
+			return cmp.Or(cmp.Compare(a.name, b.name), strings.Compare(a.key, b.key))
+		})
+	}
+	for i, nk := range hr.keys {
+		hr.keys[i] = namedKey{} // not kept alive by the pool
+		key := nk.key
+		values := hdr[key]
+		var changed []string // nil while every value is sent as it came
 		for i, v := range values {
-			nv, ok := rw.rewriteValue(v)
-			if !ok {
+			nv, fate := rw.rewriteValue(v)
+			if fate == fateUnchanged {
+				if changed != nil {
+					changed = append(changed, v)
+				}
 				continue
 			}
 			if changed == nil {
-				changed = make([]string, len(values))
+				changed = make([]string, i, len(values)) // a new slice: the upstream's may be shared
 				copy(changed, values)
 			}
-			changed[i] = nv
+			if fate == fateRewritten {
+				changed = append(changed, nv)
+			} // else removed: never sent as the upstream wrote it
 		}
 		if changed != nil {
 			if save {
 				hr.saved = append(hr.saved, savedField{key, values})
 			}
-			hdr[key] = changed // a new slice: the upstream's may be shared
+			if len(changed) == 0 {
+				delete(hdr, key)
+			} else {
+				hdr[key] = changed
+			}
 		}
 	}
 }
@@ -203,17 +241,35 @@ func (rw *responseWriter) restoreHeaders(hdr http.Header) {
 	rw.hdr.saved = rw.hdr.saved[:0]
 }
 
-// rewriteValue returns v rewritten and true, or false when no rule
-// matched or the result cannot be used (then v stays, counted).
-func (rw *responseWriter) rewriteValue(v string) (string, bool) {
+// fate is what becomes of one value of a named field.
+type fate uint8
+
+const (
+	fateUnchanged fate = iota // no rule matched: sent as it came
+	fateRewritten             // sent rewritten
+	fateRemoved               // removed: its rewrite could not be sent (counted by reason)
+)
+
+// rewriteValue returns v rewritten and fateRewritten, fateUnchanged when no
+// rule matched, or fateRemoved when the rules could not be applied or
+// their result cannot be sent. Removing fails closed: sending the
+// upstream's value instead would let a caller whose placeholder spoils
+// one rule's output switch off every other rule's rewrite of that value.
+func (rw *responseWriter) rewriteValue(v string) (string, fate) {
 	hr := &rw.hdr
-	if len(v) > maxHeaderValue || 2*len(v) > hr.budget {
+	if len(v) > maxHeaderValue {
+		// No rule can be checked on it: it might hold what they remove.
 		metrics.headerTooLong.Inc()
-		hr.budget = 0 // what follows is over the budget too (see headerBudget)
-		return "", false
+		return "", fateRemoved
+	}
+	if len(v) > hr.budget {
+		metrics.headerOverBudget.Inc()
+		hr.budget = 0
+		return "", fateRemoved
 	}
 	hr.budget -= len(v)
-	hr.out.reset(min(maxHeaderValue, hr.budget))
+	limit := min(maxHeaderValue, hr.budget)
+	hr.out.reset(limit)
 	if hr.stream == nil {
 		hr.stream = rw.h.set.NewStream(&hr.out, rw.vars)
 	} else {
@@ -227,23 +283,29 @@ func (rw *responseWriter) rewriteValue(v string) (string, bool) {
 	if d := hr.stream.Dropped(); d > 0 {
 		metrics.dropped.Add(float64(d))
 	}
+	hr.budget -= len(hr.out.b)
 	if err != nil {
-		if errors.Is(err, errFieldTooLong) {
+		// errFieldTooLong, the only error the buffer returns.
+		if limit < maxHeaderValue {
+			metrics.headerOverBudget.Inc()
+			hr.budget = 0 // what follows is over the budget too (see headerBudget)
+		} else {
 			metrics.headerTooLong.Inc()
-			hr.budget = 0
 		}
-		return "", false
+		return "", fateRemoved
 	}
 	if hr.stream.Matched().Empty() {
-		return "", false
+		return "", fateUnchanged
 	}
-	hr.budget -= len(hr.out.b)
 	if invalidFieldByte(string(hr.out.b)) >= 0 { // no allocation: the conversion is only read
 		metrics.headerInvalid.Inc()
-		return "", false
+		return "", fateRemoved
 	}
 	metrics.headerRewritten.Inc()
-	return string(hr.out.b), true
+	// RFC 9110 §5.5 (and RFC 9113 §8.2.1, which lets an HTTP/2 peer treat
+	// it as malformed): a field value neither starts nor ends with SP or
+	// HTAB, which a replacement or a placeholder may put there.
+	return string(bytes.Trim(hr.out.b, " \t")), fateRewritten
 }
 
 // errFieldTooLong: the rewritten value would pass maxHeaderValue or the

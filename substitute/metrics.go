@@ -25,7 +25,7 @@ type collectors struct {
 	// Label values resolved once, so counting allocates nothing.
 	substituted, skipped, noTransform prometheus.Counter
 
-	headerRewritten, headerInvalid, headerTooLong prometheus.Counter
+	headerRewritten, headerInvalid, headerTooLong, headerOverBudget prometheus.Counter
 }
 
 func newMetrics() (m collectors) {
@@ -64,11 +64,12 @@ func newMetrics() (m collectors) {
 	})
 	m.headerFields = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns, Subsystem: sub, Name: "header_fields_total",
-		Help: "Values of the response fields named in headers that some rule matched, by result: rewritten, invalid (left unchanged: the rewritten value would hold a control character, such as a CR or LF from a placeholder) or too_long (left unchanged: over 64 KiB rewritten, or past the 1 MiB of header rewriting allowed per response).",
+		Help: "Values of the response fields named in headers that were rewritten or removed, by result: rewritten (some rule matched, sent rewritten), invalid (removed: the rewritten value would hold a control character, such as a CR or LF from a placeholder), too_long (removed: the value as sent by the upstream, or rewritten, is over 64 KiB) or over_budget (removed: reached after the 1 MiB of header rewriting allowed per response was spent). Values no rule matched and sent as they came are not counted.",
 	}, []string{"result"})
 	m.headerRewritten = m.headerFields.WithLabelValues("rewritten")
 	m.headerInvalid = m.headerFields.WithLabelValues("invalid")
 	m.headerTooLong = m.headerFields.WithLabelValues("too_long")
+	m.headerOverBudget = m.headerFields.WithLabelValues("over_budget")
 	m.substituted = m.responses.WithLabelValues("substituted")
 	m.skipped = m.responses.WithLabelValues("skipped")
 	m.noTransform = m.responses.WithLabelValues("no_transform")

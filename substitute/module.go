@@ -88,8 +88,10 @@ type Handler struct {
 	// Cache-Control: no-transform (which is about the body), on every
 	// response including redirects, 304s, HEAD and 1xx (103 Early Hints).
 	// Each value of a field is rewritten on its own (Set-Cookie is never
-	// joined). A value that would come out holding a control character, or
-	// longer than 64 KiB, is left unchanged and counted. Fields that frame
+	// joined). A value whose rewrite cannot be sent (it would hold a
+	// control character or pass 64 KiB, the upstream's value is over
+	// 64 KiB, or the response's 1 MiB budget is spent) is removed, never
+	// sent as the upstream wrote it, and counted. Fields that frame
 	// or encode the message (Content-Length, Content-Encoding,
 	// Transfer-Encoding...) are refused, and so are rules whose
 	// replacement text holds a control character. Default: none.
