@@ -280,8 +280,9 @@ func (rw *responseWriter) rewriteValue(v string) (string, fate) {
 	if err == nil {
 		err = hr.stream.Close()
 	}
-	if d := hr.stream.Dropped(); d > 0 {
-		metrics.dropped.Add(float64(d))
+	dropped := hr.stream.Dropped()
+	if dropped > 0 {
+		metrics.dropped.Add(float64(dropped))
 	}
 	hr.budget -= len(hr.out.b)
 	if err != nil {
@@ -292,6 +293,14 @@ func (rw *responseWriter) rewriteValue(v string) (string, fate) {
 		} else {
 			metrics.headerTooLong.Inc()
 		}
+		return "", fateRemoved
+	}
+	if dropped > 0 {
+		// A match could grow past max_match: a rule was not applied, and
+		// where the upstream echoes the request into the field the caller
+		// chose that, so the value is removed, as any value whose rules
+		// could not all be applied.
+		metrics.headerTooLong.Inc()
 		return "", fateRemoved
 	}
 	if hr.stream.Matched().Empty() {
