@@ -89,20 +89,7 @@ PIDS+=($!)
 
 names=(respond client_ip throttle throttle_redis reverse_proxy substitute substitute_gzip encode_br dictionary throttle_noheaders)
 paths=(/ / / / /page.html /page.html /page.html /assets/app.2.js /assets/app.2.js /)
-rules=$(
-	cat <<'RULES'
-		replace `https://doc.rust-lang.org` `https://docs.example.org`
-		replace `<table>` `<table class="t">`
-		replace `https://llvm.org` `https://llvm.example.org`
-		replace `rustc` `RUSTC`
-		replace `legacyWidget` `widget`
-		replace `https://cdn.example.com/` `/static/`
-		regex `https?://github\.com/([\w-]+)` `https://git.example.com/$1`
-		regex `\bwarning\b` `WARN`
-		regex `\bv(\d+)\.(\d+)\.(\d+)\b` `v$1.$2.x`
-		regex `campaign-[0-9a-f]{8}` `campaign`
-RULES
-)
+rules=$(substitute_rules)
 declare -A port
 for side in a b; do
 	for i in "${!names[@]}"; do port[$side$i]=$(free_port); done

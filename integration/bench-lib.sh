@@ -71,3 +71,21 @@ wait_ready() {
 		for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$port$path" && break; sleep 0.1; done
 	done
 }
+
+# substitute_rules prints the ten rules of the 1 MB page benchmarks (six
+# literal, four regex: the rules bench-substitute.sh uses), indented for a
+# substitute block.
+substitute_rules() {
+	cat <<'RULES'
+		replace `https://doc.rust-lang.org` `https://docs.example.org`
+		replace `<table>` `<table class="t">`
+		replace `https://llvm.org` `https://llvm.example.org`
+		replace `rustc` `RUSTC`
+		replace `legacyWidget` `widget`
+		replace `https://cdn.example.com/` `/static/`
+		regex `https?://github\.com/([\w-]+)` `https://git.example.com/$1`
+		regex `\bwarning\b` `WARN`
+		regex `\bv(\d+)\.(\d+)\.(\d+)\b` `v$1.$2.x`
+		regex `campaign-[0-9a-f]{8}` `campaign`
+RULES
+}

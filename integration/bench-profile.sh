@@ -55,18 +55,7 @@ declare -A port
 for i in "${!names[@]}"; do port[$i]=$(free_port); done
 subst_site() { # port origin
 	printf 'http://127.0.0.1:%s {\n\tsubstitute {\n' "$1"
-	cat <<'RULES'
-		replace `https://doc.rust-lang.org` `https://docs.example.org`
-		replace `<table>` `<table class="t">`
-		replace `https://llvm.org` `https://llvm.example.org`
-		replace `rustc` `RUSTC`
-		replace `legacyWidget` `widget`
-		replace `https://cdn.example.com/` `/static/`
-		regex `https?://github\.com/([\w-]+)` `https://git.example.com/$1`
-		regex `\bwarning\b` `WARN`
-		regex `\bv(\d+)\.(\d+)\.(\d+)\b` `v$1.$2.x`
-		regex `campaign-[0-9a-f]{8}` `campaign`
-RULES
+	substitute_rules
 	printf '\t}\n\treverse_proxy 127.0.0.1:%s\n}\n' "$2"
 }
 clientip=$'\tclient_ip {\n\t\ttrusted_proxies 127.0.0.0/8 10.0.0.0/8\n\t\thops 3\n\t}'

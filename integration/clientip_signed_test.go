@@ -222,10 +222,20 @@ func TestClientIPSignedKeyRotation(t *testing.T) {
 		wg       sync.WaitGroup
 		sent     [phones]atomic.Int64
 		failures = make(chan string, 64)
+		// reloadRaces counts HTTP/3 requests that got a 502 because the
+		// origin's reload closed the kept-alive connection the PoP had just
+		// written them on. Caddy's reverse_proxy leaves the retry to Go's
+		// transport, which replays only a request whose Body is nil, and an
+		// HTTP/3 GET without Content-Length has ContentLength -1 (quic-go),
+		// so it keeps its body and is not replayed; an HTTP/2 GET is. Not
+		// client_ip's doing: at most one per origin reload, each an EOF in
+		// the PoP's log (seen once in CI in 1178 requests).
+		reloadRaces atomic.Int64
 	)
 	for i := range phones {
 		ip := fmt.Sprintf("127.0.0.%d", 20+i)
-		client := signedPhone(t, pop, ip, i%2 == 1)
+		h3 := i%2 == 1
+		client := signedPhone(t, pop, ip, h3)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -238,6 +248,11 @@ func TestClientIPSignedKeyRotation(t *testing.T) {
 				}
 				status, body := labDo(client, http.MethodGet, pop.HTTPSURL(fmt.Sprintf("/r/%d", n)), "")
 				sent[i].Add(1)
+				if status == http.StatusBadGateway && h3 {
+					// Checked below against the PoP's log: see reloadRaces.
+					reloadRaces.Add(1)
+					continue
+				}
 				if status != 200 {
 					fail("status %d: %.200s", status, body)
 					continue
@@ -297,6 +312,13 @@ func TestClientIPSignedKeyRotation(t *testing.T) {
 	for f := range failures {
 		t.Error(f)
 	}
+	if races := reloadRaces.Load(); races > 0 {
+		eofs := strings.Count(pop.Logs(), `"msg":"EOF"`)
+		t.Logf("%d HTTP/3 requests got a 502 from an origin connection its reload closed (EOF in the PoP's log: %d)", races, eofs)
+		if races > 2 || int64(eofs) < races {
+			t.Errorf("%d HTTP/3 requests got a 502, %d with an upstream EOF in the PoP's log: want at most one per origin reload (2), each an EOF", races, eofs)
+		}
+	}
 
 	// The PoP really signs with k2 now, and k1 is really gone.
 	req, _ := http.NewRequest(http.MethodGet, pop.HTTPSURL("/capture/after"), nil)
@@ -315,7 +337,7 @@ func TestClientIPSignedKeyRotation(t *testing.T) {
 	// Every request reached the origin signed (plus WaitHTTPS's; a retry by
 	// the PoP's reverse_proxy would count twice), and only the k1 check
 	// above was refused.
-	n := total() + 1
+	n := total() + 1 - reloadRaces.Load()
 	metrics := origin.Metrics()
 	var signed int64
 	if _, rest, ok := strings.Cut(metrics, `caddy_client_ip_requests_total{source="signed"} `); ok {

@@ -47,6 +47,7 @@ func intermediateSPKI(t *testing.T, c *Caddy) string {
 // accessEntry is the part of a Caddy access log line the test reads.
 type accessEntry struct {
 	Request struct {
+		Host    string              `json:"host"`
 		URI     string              `json:"uri"`
 		Proto   string              `json:"proto"`
 		Headers map[string][]string `json:"headers"`

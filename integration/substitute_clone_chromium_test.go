@@ -1,16 +1,13 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -41,37 +38,6 @@ func TestSubstituteCloneChromium(t *testing.T) {
 	for _, tc := range []struct{ name, proto string }{{"h2", "HTTP/2.0"}, {"h3", "HTTP/3.0"}} {
 		t.Run(tc.name, func(t *testing.T) { substituteCloneChromium(t, chromium, tc.proto) })
 	}
-}
-
-// cloneEntry is what the test reads of an access log line.
-type cloneEntry struct {
-	Request struct {
-		Host    string              `json:"host"`
-		URI     string              `json:"uri"`
-		Proto   string              `json:"proto"`
-		Headers map[string][]string `json:"headers"`
-	} `json:"request"`
-	Status      int                 `json:"status"`
-	RespHeaders map[string][]string `json:"resp_headers"`
-}
-
-func readCloneLog(t *testing.T, path string) []cloneEntry {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var entries []cloneEntry
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var e cloneEntry
-		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Request.URI != "" {
-			entries = append(entries, e)
-		}
-	}
-	return entries
 }
 
 func substituteCloneChromium(t *testing.T, chromium, proto string) {
@@ -191,9 +157,9 @@ https://clone.example:{$HTTPS_PORT} {
 		t.Fatalf("chromium: %v\n%s", err, stderr.String())
 	}
 	// The readiness probes (waitTLSName) are the test's, not the page's.
-	notProbe := func(e cloneEntry) bool { return e.Request.URI == readyPath }
-	popEntries := slices.DeleteFunc(readCloneLog(t, popLog), notProbe)
-	originEntries := slices.DeleteFunc(readCloneLog(t, originLog), notProbe)
+	notProbe := func(e accessEntry) bool { return e.Request.URI == readyPath }
+	popEntries := slices.DeleteFunc(readAccessLog(t, popLog), notProbe)
+	originEntries := slices.DeleteFunc(readAccessLog(t, originLog), notProbe)
 	report := func() string {
 		var b strings.Builder
 		for _, e := range popEntries {
