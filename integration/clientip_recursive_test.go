@@ -84,17 +84,7 @@ http://{$HOST}:{$HTTP_PORT} {
 		{"no chain", nil, "127.0.0.1", "127.0.0.1", "127.0.0.1", "short_chain"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ask := func(url string) (string, http.Header) {
-				req, _ := http.NewRequest(http.MethodGet, url, nil)
-				for _, line := range tc.xff {
-					req.Header.Add("X-Forwarded-For", line)
-				}
-				resp, body := Do(t, http.DefaultClient, req)
-				if resp.StatusCode != http.StatusOK {
-					t.Fatalf("GET %s: %d %q", url, resp.StatusCode, body)
-				}
-				return strings.TrimSpace(body), resp.Header
-			}
+			ask := func(url string) (string, http.Header) { return askWithXFF(t, url, tc.xff...) }
 			got, header := ask(edgekit.URL("/"))
 			gotCaddy, _ := ask(caddyStrict.URL("/"))
 			gotNginx, _ := ask(nginx.URL("/"))
@@ -124,4 +114,20 @@ http://{$HOST}:{$HTTP_PORT} {
 			t.Errorf("%s with %q: %s (%s), want %s (%s)", tc.path, tc.xff, body, resp.Header.Get("X-Reason"), tc.want, tc.reason)
 		}
 	}
+}
+
+// askWithXFF GETs url with one X-Forwarded-For field per line, requires a
+// 200, and returns the body (the address the server resolved) and the
+// response's header.
+func askWithXFF(t *testing.T, url string, xff ...string) (string, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	for _, line := range xff {
+		req.Header.Add("X-Forwarded-For", line)
+	}
+	resp, body := Do(t, http.DefaultClient, req)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %q", url, resp.StatusCode, body)
+	}
+	return strings.TrimSpace(body), resp.Header
 }

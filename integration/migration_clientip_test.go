@@ -2,7 +2,6 @@ package integration
 
 import (
 	"net/http"
-	"strings"
 	"testing"
 )
 
@@ -47,17 +46,11 @@ http://{$HOST}:{$HTTP_PORT} {
 		{"no header", "", "127.0.0.1", "127.0.0.1", "127.0.0.1", "short_chain"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ask := func(url string) (string, http.Header) {
-				req, _ := http.NewRequest(http.MethodGet, url, nil)
-				if tc.xff != "" {
-					req.Header.Set("X-Forwarded-For", tc.xff)
-				}
-				resp, body := Do(t, http.DefaultClient, req)
-				if resp.StatusCode != http.StatusOK {
-					t.Fatalf("GET %s: %d %q", url, resp.StatusCode, body)
-				}
-				return strings.TrimSpace(body), resp.Header
+			var xff []string
+			if tc.xff != "" {
+				xff = []string{tc.xff}
 			}
+			ask := func(url string) (string, http.Header) { return askWithXFF(t, url, xff...) }
 			got, header := ask(edgekit.URL("/"))
 			gotCaddy, _ := ask(caddy.URL("/"))
 			gotNginx, _ := ask(nginx.URL("/"))
