@@ -1,13 +1,9 @@
 package ratelimit
 
 import (
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"hash"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -70,56 +66,47 @@ func appendState(b []byte, z *zone, o outcome) []byte {
 // 16 characters of base64.
 const pkSize = 12
 
-// pkSecret keys the partition key's HMAC. It is random per process, so a pk
+// pkSecret keys the partition key's MAC. It is random per process, so a pk
 // cannot be turned back into the key (an IPv4 address is 32 bits: an
 // unkeyed hash would be reversed by trying them all) and is stable while the
 // process runs, across reloads.
-var pkSecret = func() []byte {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
+var pkSecret = func() *pkMAC {
+	key := make([]byte, 16)
+	if _, err := rand.Read(key); err != nil {
 		panic("throttle: no randomness for the partition key secret: " + err.Error())
 	}
-	return b
+	m, err := newPKMAC(key)
+	if err != nil {
+		panic("throttle: " + err.Error())
+	}
+	return m
 }()
 
-// pkHasher is an HMAC with room for its input and output: pooled together,
-// so hashing allocates nothing (a buffer on the stack would escape, the hash
-// being behind an interface).
-type pkHasher struct {
-	mac hash.Hash
-	buf [64]byte
-	sum [sha256.Size]byte
-}
-
-var pkHashers = sync.Pool{New: func() any { return &pkHasher{mac: hmac.New(sha256.New, pkSecret)} }}
-
-// pk is the partition key of rk: HMAC-SHA256 of the key's canonical bytes
+// pk is the partition key of rk: the AES-CMAC of the key's canonical bytes
 // (an address prefix, the key text or a peer that is no IP, told apart by
-// the first byte),
-// truncated to pkSize bytes.
+// the first byte), truncated to pkSize bytes.
 func (rk requestKey) pk() (out [pkSize]byte) {
-	p := pkHashers.Get().(*pkHasher)
-	p.mac.Reset()
+	x := macScratches.Get().(*macScratch)
+	var head []byte
 	if rk.isAddr {
 		a := rk.addr.Addr().As16()
-		p.buf[0] = 'a'
-		copy(p.buf[1:], a[:])
-		p.buf[17] = byte(rk.addr.Bits())
-		p.mac.Write(p.buf[:18])
+		x.head[0] = 'a'
+		copy(x.head[1:], a[:])
+		x.head[17] = byte(rk.addr.Bits())
+		head = x.head[:18]
 	} else {
-		p.buf[0] = 't'
+		x.head[0] = 't'
 		if rk.peer {
-			p.buf[0] = 'p'
+			x.head[0] = 'p'
 		}
-		p.mac.Write(p.buf[:1])
-		for s := rk.text; s != ""; {
-			n := copy(p.buf[:], s)
-			p.mac.Write(p.buf[:n])
-			s = s[n:]
-		}
+		head = x.head[:1]
 	}
-	copy(out[:], p.mac.Sum(p.sum[:0]))
-	pkHashers.Put(p)
+	tail := ""
+	if !rk.isAddr {
+		tail = rk.text
+	}
+	copy(out[:], pkSecret.sum(x, head, tail)[:])
+	macScratches.Put(x)
 	return out
 }
 
