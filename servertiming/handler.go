@@ -16,12 +16,20 @@ import (
 // timing whose upstream trace fired is not put back (the transport may
 // still call its hooks).
 type timing struct {
-	start time.Time
 	trace httptrace.ClientTrace // bound to this timing, made once
-	up    upstream
+	up    upstream              // zero again when the timing is put back
 	w     writer
+	buf   [maxHeaderLen]byte // the entries are built here
+	timed
+}
+
+// timed is what one request sets; reset zeroes it alone (the trace and the
+// buffer need no zeroing, and copying them costs write barriers).
+type timed struct {
+	start time.Time
 	h     *Handler
 	r     *http.Request
+	vars  map[string]any // the request's Caddy variables
 
 	// Set when the header is written.
 	headerAt int64 // nanoseconds since start, plus one
@@ -32,8 +40,6 @@ type timing struct {
 	hasRTT   bool
 	throttle time.Duration
 	hasThr   bool
-
-	buf [maxHeaderLen]byte
 }
 
 var timings = sync.Pool{New: func() any {
@@ -42,9 +48,11 @@ var timings = sync.Pool{New: func() any {
 	return t
 }}
 
+// reset readies t for the pool; only a timing whose trace never fired is
+// put back, so its upstream is still zero.
 func (t *timing) reset() {
-	trace := t.trace
-	*t = timing{trace: trace}
+	t.timed = timed{}
+	t.w = writer{}
 }
 
 // ServeHTTP times the request and adds the entries to its response.
@@ -53,7 +61,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	t.start = time.Now()
 	t.h = h
 	t.w = writer{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, t: t}
-	caddyhttp.SetVar(r.Context(), VarOn, true)
+	// One context lookup for the variables: each walks the whole chain.
+	t.vars, _ = r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
+	if t.vars != nil {
+		t.vars[VarOn] = true
+	}
 	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &t.trace))
 	t.r = r
 
@@ -71,7 +83,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		t.writeHeaderFields(w.Header(), status)
 	}
 	total := time.Since(t.start)
-	sub, hasSub := durVar(r, VarSubstitute)
+	sub, hasSub := t.durVar(VarSubstitute)
 	if t.w.trailer {
 		b := appendDur(t.buf[:0], nameTotal, total)
 		if hasSub {
@@ -107,7 +119,7 @@ func (t *timing) writeHeaderFields(hdr http.Header, status int) {
 	t.ut = t.up.read(at)
 	t.edge = time.Duration(at-1) - t.ut.wait
 	t.rtt, t.hasRTT = clientRTT(t.r)
-	t.throttle, t.hasThr = durVar(t.r, VarThrottle)
+	t.throttle, t.hasThr = t.durVar(VarThrottle)
 
 	b := appendDur(t.buf[:0], nameEdge, t.edge)
 	if t.ut.ok {
@@ -171,8 +183,8 @@ func bodyAllowed(status int) bool {
 
 // durVar returns the time.Duration another module left in the Caddy
 // variable name.
-func durVar(r *http.Request, name string) (time.Duration, bool) {
-	d, ok := caddyhttp.GetVar(r.Context(), name).(time.Duration)
+func (t *timing) durVar(name string) (time.Duration, bool) {
+	d, ok := t.vars[name].(time.Duration)
 	return d, ok
 }
 
