@@ -188,29 +188,32 @@ func (t *timing) durVar(name string) (time.Duration, bool) {
 	return d, ok
 }
 
-// log writes the measurements (not the header) at debug level: what the
-// integration test compares the browser's entries with.
+// log writes the measurements (not the header) at debug level, each
+// duration in nanoseconds (the entries send them in milliseconds, to the
+// microsecond): what the integration test compares the browser's entries
+// with.
 func (t *timing) log(ce *zapcore.CheckedEntry, total, sub time.Duration, hasSub bool) {
-	fields := make([]zap.Field, 0, 12)
-	fields = append(fields, zap.String("uri", t.r.RequestURI), zap.Int("status", t.status),
-		zap.String("client", clientDesc(t.r)), zap.Duration("edge", t.edge), zap.Duration("total", total))
+	desc := clientDesc(t.r)
+	fields := make([]zap.Field, 0, 14)
+	fields = append(fields, zap.String("host", t.r.Host), zap.String("uri", t.r.RequestURI), zap.Int("status", t.status),
+		zap.String("client", desc[1:len(desc)-1]), zap.Int64("edge_ns", int64(t.edge)), zap.Int64("total_ns", int64(total)))
 	if t.ut.ok {
-		fields = append(fields, zap.Duration("origin", t.ut.origin), zap.Bool("origin_reused", t.ut.reused))
+		fields = append(fields, zap.Int64("origin_ns", int64(t.ut.origin)), zap.Bool("origin_reused", t.ut.reused))
 		if t.ut.hasDial {
-			fields = append(fields, zap.Duration("origin_dial", t.ut.dial))
+			fields = append(fields, zap.Int64("origin_dial_ns", int64(t.ut.dial)))
 		}
 		if t.ut.hasTLS {
-			fields = append(fields, zap.Duration("origin_tls", t.ut.tls))
+			fields = append(fields, zap.Int64("origin_tls_ns", int64(t.ut.tls)))
 		}
 	}
 	if t.hasRTT {
-		fields = append(fields, zap.Duration("rtt", t.rtt))
+		fields = append(fields, zap.Int64("rtt_ns", int64(t.rtt)))
 	}
 	if t.hasThr {
-		fields = append(fields, zap.Duration("throttle", t.throttle))
+		fields = append(fields, zap.Int64("throttle_ns", int64(t.throttle)))
 	}
 	if hasSub {
-		fields = append(fields, zap.Duration("substitute", sub))
+		fields = append(fields, zap.Int64("substitute_ns", int64(sub)))
 	}
 	fields = append(fields, zap.Bool("trailer", t.w.trailer))
 	ce.Write(fields...)
