@@ -54,9 +54,13 @@ func keepConn(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
 }
 
-// clientRTT is the kernel's smoothed round-trip time of the request's TCP
-// connection, when it has one and the platform reports it.
-func clientRTT(r *http.Request) (time.Duration, bool) {
+// clientRTT is the client connection's smoothed round-trip time: QUIC's
+// estimate for HTTP/3, the kernel's (TCP_INFO) for TCP where the platform
+// reports it. w is the writer the handler got.
+func clientRTT(r *http.Request, w http.ResponseWriter) (time.Duration, bool) {
+	if r.ProtoMajor == 3 {
+		return quicRTT(w)
+	}
 	c, _ := r.Context().Value(connKey{}).(net.Conn)
 	// Through TLS and any listener wrapper, down to the TCP connection.
 	for range 8 {
