@@ -40,6 +40,7 @@ type timed struct {
 	hasRTT   bool
 	throttle time.Duration
 	hasThr   bool
+	desc     string // the client entry's
 }
 
 var timings = sync.Pool{New: func() any {
@@ -58,14 +59,19 @@ func (t *timing) reset() {
 // ServeHTTP times the request and adds the entries to its response.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	t := timings.Get().(*timing)
-	t.start = time.Now()
-	t.h = h
-	t.w = writer{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, t: t}
 	// One context lookup for the variables: each walks the whole chain.
 	t.vars, _ = r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
+	// The clock starts when Caddy's server began the request (the start
+	// of the access log's duration too), not when the route reached here.
+	var ok bool
+	if t.start, ok = t.vars[caddyStartTime].(time.Time); !ok {
+		t.start = time.Now()
+	}
 	if t.vars != nil {
 		t.vars[VarOn] = true
 	}
+	t.h = h
+	t.w = writer{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, t: t}
 	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &t.trace))
 	t.r = r
 
@@ -103,6 +109,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	return err
 }
 
+// caddyStartTime is the variable in which Caddy's server keeps the time it
+// began the request.
+const caddyStartTime = "start_time"
+
 // fieldServerTiming is the header's canonical name; streamedKey the name
 // its header entries are kept under in a response that also sends it as a
 // trailer (see writeHeaderFields).
@@ -136,7 +146,8 @@ func (t *timing) writeHeaderFields(hdr http.Header, status int) {
 			}
 		}
 	}
-	b = appendDesc(b, nameClient, clientDesc(t.r))
+	t.desc = clientDesc(t.r, t.w.ResponseWriter)
+	b = appendDesc(b, nameClient, t.desc)
 	if t.hasRTT {
 		b = appendDur(b, nameRTT, t.rtt)
 	}
@@ -193,7 +204,7 @@ func (t *timing) durVar(name string) (time.Duration, bool) {
 // microsecond): what the integration test compares the browser's entries
 // with.
 func (t *timing) log(ce *zapcore.CheckedEntry, total, sub time.Duration, hasSub bool) {
-	desc := clientDesc(t.r)
+	desc := t.desc
 	fields := make([]zap.Field, 0, 14)
 	fields = append(fields, zap.String("host", t.r.Host), zap.String("uri", t.r.RequestURI), zap.Int("status", t.status),
 		zap.String("client", desc[1:len(desc)-1]), zap.Int64("edge_ns", int64(t.edge)), zap.Int64("total_ns", int64(total)))

@@ -11,7 +11,8 @@ import (
 )
 
 // The QUIC connection of an HTTP/3 request, for its RTT estimate
-// ((*quic.Conn).ConnectionStats, safe to call from any goroutine).
+// ((*quic.Conn).ConnectionStats) and whether it accepted 0-RTT
+// (ConnectionState), both safe to call from any goroutine.
 //
 // Neither Caddy v2.11.9 nor quic-go v0.63 offers a way to it from a
 // handler: Caddy's HTTP/3 server sets no ConnContext (and keeps the server
@@ -20,8 +21,9 @@ import (
 // field conn is the *quic.Conn. quicConnOf reads those two fields, after
 // checking once, by reflection, that the writer's type and the fields'
 // names and types are exactly these; if a quic-go release changes them, the
-// rtt entry is left out of HTTP/3 responses (TestServerTimingGoClient's
-// HTTP/3 case fails, so an upgrade cannot lose it silently).
+// rtt entry is left out of HTTP/3 responses and 0rtt is told only by the
+// handshake state (TestServerTimingGoClient's HTTP/3 cases fail, so an
+// upgrade cannot lose them silently).
 var h3Conn struct {
 	once     sync.Once
 	typ      reflect.Type // *http3.responseWriter
