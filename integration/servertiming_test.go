@@ -187,12 +187,12 @@ func TestServerTimingGoClient(t *testing.T) {
 					t.Errorf("%s second request has %s on a reused connection", tc.path, n)
 				}
 			}
-			// Nothing names the origin.
+			// Nothing names the origin (its addresses are loopback ones
+			// no duration can spell).
 			for _, v := range append(first.Header["Server-Timing"], second.Header["Server-Timing"]...) {
-				host, _, _ := net.SplitHostPort(tc.path)
-				for _, o := range []string{plain, secure, strings.Split(plain, ":")[0], host} {
-					if o != "" && strings.Contains(v, o) {
-						t.Errorf("Server-Timing %q names the origin %q", v, o)
+				for _, up := range []string{plain, secure} {
+					if host, _, _ := net.SplitHostPort(up); strings.Contains(v, host) {
+						t.Errorf("Server-Timing %q names the origin %s", v, host)
 					}
 				}
 			}
