@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -49,8 +50,23 @@ func clientDesc(r *http.Request, w http.ResponseWriter) string {
 	return clientDescs[proto][mode]
 }
 
-// connKey holds the request's TCP connection in its context.
+// connKey holds the request's *tcpConn in its context.
 type connKey struct{}
+
+// tcpConn is a client connection with the last RTT read from it: one
+// getsockopt costs about as much as the rest of the handler, so requests
+// on one connection share a reading for up to rttReuse.
+type tcpConn struct {
+	conn net.Conn
+	rtt  atomic.Int64 // nanoseconds; -1: the connection cannot tell
+	at   atomic.Int64 // when rtt was read, nanoseconds since epoch; 0: never
+}
+
+// rttReuse is how long one TCP_INFO reading serves a connection's requests.
+const rttReuse = 100 * time.Millisecond
+
+// epoch is where tcpConn's monotonic times count from.
+var epoch = time.Now()
 
 // keepConn is registered with each HTTP server (RegisterConnContext), so
 // that the connection's TCP_INFO can be read for its requests. Registered
@@ -59,18 +75,37 @@ func keepConn(ctx context.Context, c net.Conn) context.Context {
 	if ctx.Value(connKey{}) != nil {
 		return ctx
 	}
-	return context.WithValue(ctx, connKey{}, c)
+	return context.WithValue(ctx, connKey{}, &tcpConn{conn: c})
 }
 
 // clientRTT is the client connection's smoothed round-trip time: QUIC's
 // estimate for HTTP/3, the kernel's (TCP_INFO) for TCP where the platform
-// reports it. w is the writer the handler got.
-func clientRTT(r *http.Request, w http.ResponseWriter) (time.Duration, bool) {
+// reports it, read at most rttReuse before now (nanoseconds since epoch).
+// w is the writer the handler got.
+func clientRTT(r *http.Request, w http.ResponseWriter, now time.Duration) (time.Duration, bool) {
 	if r.ProtoMajor == 3 {
 		return quicRTT(w)
 	}
-	c, _ := r.Context().Value(connKey{}).(net.Conn)
-	// Through TLS and any listener wrapper, down to the TCP connection.
+	tc, _ := r.Context().Value(connKey{}).(*tcpConn)
+	if tc == nil {
+		return 0, false
+	}
+	if at := tc.at.Load(); at != 0 && int64(now)-at < int64(rttReuse) {
+		rtt := tc.rtt.Load()
+		return time.Duration(rtt), rtt >= 0
+	}
+	rtt, ok := connRTT(tc.conn)
+	if !ok {
+		rtt = -1
+	}
+	tc.rtt.Store(int64(rtt))
+	tc.at.Store(max(int64(now), 1))
+	return rtt, ok
+}
+
+// connRTT reads the RTT of c's TCP connection, through TLS and any
+// listener wrapper.
+func connRTT(c net.Conn) (time.Duration, bool) {
 	for range 8 {
 		switch v := c.(type) {
 		case *net.TCPConn:

@@ -142,7 +142,7 @@ func (t *timing) writeHeaderFields(hdr http.Header, status int) {
 	t.headerAt, t.status = at, status
 	t.ut = t.up.read(at)
 	t.edge = time.Duration(at-1) - t.ut.wait
-	t.rtt, t.hasRTT = clientRTT(t.r, t.w.ResponseWriter)
+	t.rtt, t.hasRTT = clientRTT(t.r, t.w.ResponseWriter, t.start.Sub(epoch)+time.Duration(at-1))
 	t.throttle, t.hasThr = t.durVar(VarThrottle)
 
 	b := appendDur(t.buf[:0], nameEdge, t.edge)

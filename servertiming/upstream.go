@@ -34,11 +34,10 @@ const (
 // hooks returns the trace hooks of t; made once per pooled timing.
 func (t *timing) hooks() httptrace.ClientTrace {
 	u := &t.up
-	now := func() int64 { return int64(time.Since(t.start)) + 1 }
 	return httptrace.ClientTrace{
 		GetConn: func(string) {
 			u.used.Store(true)
-			at := now()
+			at := t.since()
 			if prev := u.getConn.Load(); prev != 0 && u.firstByte.Load() == 0 {
 				u.wait.Add(at - prev) // an attempt that got no response
 			}
@@ -52,19 +51,19 @@ func (t *timing) hooks() httptrace.ClientTrace {
 		},
 		GotConn: func(info httptrace.GotConnInfo) {
 			u.used.Store(true)
-			u.gotConn.Store(now())
+			u.gotConn.Store(t.since())
 			if info.Reused {
 				u.reused.Store(connReused)
 			} else {
 				u.reused.Store(connNew)
 			}
 		},
-		TLSHandshakeStart: func() { u.used.Store(true); u.tlsStart.Store(now()) },
-		TLSHandshakeDone:  func(tls.ConnectionState, error) { u.used.Store(true); u.tlsDone.Store(now()) },
-		WroteRequest:      func(httptrace.WroteRequestInfo) { u.used.Store(true); u.wrote.Store(now()) },
+		TLSHandshakeStart: func() { u.used.Store(true); u.tlsStart.Store(t.since()) },
+		TLSHandshakeDone:  func(tls.ConnectionState, error) { u.used.Store(true); u.tlsDone.Store(t.since()) },
+		WroteRequest:      func(httptrace.WroteRequestInfo) { u.used.Store(true); u.wrote.Store(t.since()) },
 		GotFirstResponseByte: func() {
 			u.used.Store(true)
-			at := now()
+			at := t.since()
 			if gc := u.getConn.Load(); gc != 0 && u.firstByte.Load() == 0 {
 				u.wait.Add(at - gc)
 			}
@@ -72,6 +71,9 @@ func (t *timing) hooks() httptrace.ClientTrace {
 		},
 	}
 }
+
+// since is the time since the request began, plus one (0 is "not yet").
+func (t *timing) since() int64 { return int64(time.Since(t.start)) + 1 }
 
 // upstreamTimes is what the entries say of the upstream, read at one moment.
 type upstreamTimes struct {
