@@ -79,7 +79,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	err := next.ServeHTTP(&t.w, r)
 	if !t.w.wroteHeader {
 		// Nothing written: net/http (or, for an error, Caddy's error
-		// handling) writes the header after this returns, from this map.
+		// handling) writes the header after this returns, from this map,
+		// and the body is empty or the error handling's: no trailer.
 		status := http.StatusOK
 		if err != nil {
 			status = http.StatusInternalServerError
@@ -87,7 +88,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 				status = he.StatusCode
 			}
 		}
-		t.writeHeaderFields(w.Header(), status)
+		t.writeHeaderFields(w.Header(), status, false)
 	}
 	total := time.Since(t.start)
 	sub, hasSub := t.durVar(VarSubstitute)
@@ -136,8 +137,9 @@ const (
 )
 
 // writeHeaderFields measures what is known when the final header is
-// written and adds the entries (and Timing-Allow-Origin) to hdr.
-func (t *timing) writeHeaderFields(hdr http.Header, status int) {
+// written and adds the entries (and Timing-Allow-Origin) to hdr; with
+// trailer set, a streamed response also gets the trailer.
+func (t *timing) writeHeaderFields(hdr http.Header, status int, trailer bool) {
 	at := int64(time.Since(t.start)) + 1
 	t.headerAt, t.status = at, status
 	t.ut = t.up.read(at)
@@ -171,7 +173,7 @@ func (t *timing) writeHeaderFields(hdr http.Header, status int) {
 	value := string(b)
 
 	key := fieldServerTiming
-	streamed := t.streamed(hdr, status)
+	streamed := trailer && t.streamed(hdr, status)
 	if streamed || (t.r.ProtoMajor >= 2 && declaresTrailer(hdr)) {
 		// The totals follow as a trailer, declared here (or the upstream
 		// declared its own). quic-go leaves a declared field out of the
@@ -191,7 +193,8 @@ func (t *timing) writeHeaderFields(hdr http.Header, status int) {
 			hdr["Trailer"] = append(hdr["Trailer"], fieldServerTiming)
 		}
 	}
-	hdr[key] = append(hdr[key], value)
+	prev := hdr[key]
+	hdr[key] = append(prev[:len(prev):len(prev)], value) // never into an upstream's array
 	if t.h.tao != "" {
 		hdr["Timing-Allow-Origin"] = []string{t.h.tao}
 	}

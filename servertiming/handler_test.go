@@ -372,3 +372,22 @@ func TestUpstreamDeclaredTrailerValues(t *testing.T) {
 		}
 	}
 }
+
+// TestNothingWrittenNoTrailer: over HTTP/2, a response whose handlers
+// wrote nothing (empty, or an error's, which Caddy's error handling writes
+// after) gets the header entries and no trailer announcement.
+func TestNothingWrittenNoTrailer(t *testing.T) {
+	for name, next := range map[string]caddyhttp.HandlerFunc{
+		"empty":    func(w http.ResponseWriter, r *http.Request) error { return nil },
+		"an error": func(w http.ResponseWriter, r *http.Request) error { return caddyhttp.Error(503, errors.New("x")) },
+	} {
+		rec := newRecorder()
+		_ = serve(t, testHandler(), rec, newRequest("GET", 2), next)
+		if v := rec.header["Trailer"]; v != nil {
+			t.Errorf("%s: Trailer %q", name, v)
+		}
+		if n := entryNames(rec.header["Server-Timing"]); len(n) == 0 || n[0] != "edge" {
+			t.Errorf("%s: entries %v (%v)", name, n, rec.header)
+		}
+	}
+}

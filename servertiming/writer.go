@@ -25,7 +25,7 @@ type writer struct {
 func (w *writer) WriteHeader(status int) {
 	if !w.wroteHeader && (status >= 200 || status == http.StatusSwitchingProtocols) {
 		w.wroteHeader = true
-		w.t.writeHeaderFields(w.Header(), status)
+		w.t.writeHeaderFields(w.Header(), status, true)
 	}
 	w.ResponseWriterWrapper.WriteHeader(status)
 }
