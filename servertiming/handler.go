@@ -134,6 +134,7 @@ const (
 	fieldServerTiming = "Server-Timing"
 	streamedKey       = "server-timing"
 	trailerKey        = http.TrailerPrefix + fieldServerTiming
+	fieldTAO          = "Timing-Allow-Origin"
 )
 
 // writeHeaderFields measures what is known when the final header is
@@ -195,8 +196,13 @@ func (t *timing) writeHeaderFields(hdr http.Header, status int, trailer bool) {
 	}
 	prev := hdr[key]
 	hdr[key] = append(prev[:len(prev):len(prev)], value) // never into an upstream's array
+	// Who may read the entries is the operator's choice: an upstream's
+	// Timing-Allow-Origin (a `*`, or the request's Origin reflected) would
+	// open them to any page.
 	if t.h.tao != "" {
-		hdr["Timing-Allow-Origin"] = []string{t.h.tao}
+		hdr[fieldTAO] = []string{t.h.tao}
+	} else {
+		delete(hdr, fieldTAO)
 	}
 }
 

@@ -391,3 +391,25 @@ func TestNothingWrittenNoTrailer(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamTimingAllowOriginReplaced: an upstream's Timing-Allow-Origin
+// (a `*`, or the request's Origin reflected) would let any page read the
+// PoP's entries: the configured value replaces it, and without one it is
+// removed.
+func TestUpstreamTimingAllowOriginReplaced(t *testing.T) {
+	for _, tao := range []string{"", "https://app.example"} {
+		h := testHandler()
+		h.tao = tao
+		rec := newRecorder()
+		_ = serve(t, h, rec, newRequest("GET", 2), func(w http.ResponseWriter, r *http.Request) error {
+			w.Header().Set("Timing-Allow-Origin", "*")
+			w.Header().Set("Content-Length", "0")
+			w.WriteHeader(200)
+			return nil
+		})
+		got := rec.final()["Timing-Allow-Origin"]
+		if tao == "" && got != nil || tao != "" && (len(got) != 1 || got[0] != tao) {
+			t.Errorf("configured %q: sent %q", tao, got)
+		}
+	}
+}
