@@ -1,0 +1,272 @@
+package servertiming
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// timing is one request's measurements and response writer. Pooled: a
+// timing whose upstream trace fired is not put back (the transport may
+// still call its hooks).
+type timing struct {
+	trace httptrace.ClientTrace // bound to this timing, made once
+	up    upstream              // zero again when the timing is put back
+	w     writer
+	buf   [maxHeaderLen]byte // the entries are built here
+	timed
+}
+
+// timed is what one request sets; reset zeroes it alone (the trace and the
+// buffer need no zeroing, and copying them costs write barriers).
+type timed struct {
+	start time.Time
+	h     *Handler
+	r     *http.Request
+	vars  map[string]any // the request's Caddy variables
+
+	// Set when the header is written.
+	headerAt int64 // nanoseconds since start, plus one
+	status   int
+	ut       upstreamTimes
+	edge     time.Duration
+	rtt      time.Duration
+	hasRTT   bool
+	throttle time.Duration
+	hasThr   bool
+	desc     string // the client entry's
+}
+
+var timings = sync.Pool{New: func() any {
+	t := new(timing)
+	t.trace = t.hooks()
+	return t
+}}
+
+// reset readies t for the pool; only a timing whose trace never fired is
+// put back, so its upstream is still zero.
+func (t *timing) reset() {
+	t.timed = timed{}
+	t.w = writer{}
+}
+
+// ServeHTTP times the request and adds the entries to its response.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	t := timings.Get().(*timing)
+	// One context lookup for the variables: each walks the whole chain.
+	t.vars, _ = r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
+	// The clock starts when Caddy's server began the request (the start
+	// of the access log's duration too), not when the route reached here.
+	var ok bool
+	if t.start, ok = t.vars[caddyStartTime].(time.Time); !ok {
+		t.start = time.Now()
+	}
+	if t.vars != nil {
+		t.vars[VarOn] = true
+	}
+	t.h = h
+	t.w = writer{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, t: t}
+	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &t.trace))
+	t.r = r
+
+	err := next.ServeHTTP(&t.w, r)
+	if !t.w.wroteHeader {
+		// Nothing written: net/http (or, for an error, Caddy's error
+		// handling) writes the header after this returns, from this map,
+		// and the body is empty or the error handling's: no trailer.
+		status := http.StatusOK
+		if err != nil {
+			status = http.StatusInternalServerError
+			if he, ok := errors.AsType[caddyhttp.HandlerError](err); ok && he.StatusCode != 0 {
+				status = he.StatusCode
+			}
+		}
+		t.writeHeaderFields(w.Header(), status, false)
+	}
+	total := time.Since(t.start)
+	sub, hasSub := t.durVar(VarSubstitute)
+	if t.w.trailer {
+		b := appendDur(t.buf[:0], nameTotal, total)
+		if hasSub {
+			b = appendDur(b, nameSubstitute, sub)
+		}
+		// Declared in the header (Trailer): net/http's HTTP/2 and
+		// quic-go's HTTP/3 send the declared field as a trailer. An
+		// upstream's own trailer stays: reverse_proxy adds it under the
+		// declared name (left empty when the header went out) or, when
+		// the upstream had not declared it, under the TrailerPrefix key,
+		// which net/http would promote over the declared one and quic-go
+		// take or not depending on map order; so both keys get it all.
+		hdr := w.Header()
+		prefixed, hasPrefixed := hdr[trailerKey]
+		vals := make([]string, 0, len(hdr[fieldServerTiming])+len(prefixed)+1)
+		vals = append(append(append(vals, hdr[fieldServerTiming]...), prefixed...), string(b))
+		hdr[fieldServerTiming] = vals
+		if hasPrefixed {
+			hdr[trailerKey] = vals
+		}
+	}
+	if ce := h.logger.Check(zapcore.DebugLevel, "server timing"); ce != nil {
+		t.log(ce, total, sub, hasSub)
+	}
+	if !t.up.used.Load() {
+		t.reset()
+		timings.Put(t)
+	}
+	return err
+}
+
+// caddyStartTime is the variable in which Caddy's server keeps the time it
+// began the request.
+const caddyStartTime = "start_time"
+
+// fieldServerTiming is the header's canonical name; streamedKey the name
+// its header entries are kept under in a response that also sends it as a
+// trailer (see writeHeaderFields).
+const (
+	fieldServerTiming = "Server-Timing"
+	streamedKey       = "server-timing"
+	trailerKey        = http.TrailerPrefix + fieldServerTiming
+	fieldTAO          = "Timing-Allow-Origin"
+)
+
+// writeHeaderFields measures what is known when the final header is
+// written and adds the entries (and Timing-Allow-Origin) to hdr; with
+// trailer set, a streamed response also gets the trailer.
+func (t *timing) writeHeaderFields(hdr http.Header, status int, trailer bool) {
+	at := int64(time.Since(t.start)) + 1
+	t.headerAt, t.status = at, status
+	t.ut = t.up.read(at)
+	t.edge = time.Duration(at-1) - t.ut.wait
+	t.rtt, t.hasRTT = clientRTT(t.r, t.w.ResponseWriter, t.start.Sub(epoch)+time.Duration(at-1))
+	t.throttle, t.hasThr = t.durVar(VarThrottle)
+
+	b := appendDur(t.buf[:0], nameEdge, t.edge)
+	if t.ut.ok {
+		b = appendDur(b, nameOrigin, t.ut.origin)
+		if t.ut.reused {
+			b = appendDesc(b, nameOriginConn, "reused")
+		} else {
+			b = appendDesc(b, nameOriginConn, "new")
+			if t.ut.hasDial {
+				b = appendDur(b, nameOriginDial, t.ut.dial)
+			}
+			if t.ut.hasTLS {
+				b = appendDur(b, nameOriginTLS, t.ut.tls)
+			}
+		}
+	}
+	t.desc = clientDesc(t.r, t.w.ResponseWriter)
+	b = appendDesc(b, nameClient, t.desc)
+	if t.hasRTT {
+		b = appendDur(b, nameRTT, t.rtt)
+	}
+	if t.hasThr {
+		b = appendDur(b, nameThrottle, t.throttle)
+	}
+	value := string(b)
+
+	key := fieldServerTiming
+	streamed := trailer && t.streamed(hdr, status)
+	if streamed || (t.r.ProtoMajor >= 2 && declaresTrailer(hdr)) {
+		// The totals follow as a trailer, declared here (or the upstream
+		// declared its own). quic-go leaves a declared field out of the
+		// header block, so the header's entries (and any the upstream
+		// sent) go under the lowercase name, which HTTP/2 and HTTP/3 send
+		// lowercase anyway, and the canonical name is left for the
+		// trailer.
+		key = streamedKey
+		if prev, ok := hdr[fieldServerTiming]; ok {
+			hdr[streamedKey] = append(hdr[streamedKey], prev...)
+			delete(hdr, fieldServerTiming)
+		}
+	}
+	if streamed {
+		t.w.trailer = true
+		if !declaresTrailer(hdr) {
+			hdr["Trailer"] = append(hdr["Trailer"], fieldServerTiming)
+		}
+	}
+	prev := hdr[key]
+	hdr[key] = append(prev[:len(prev):len(prev)], value) // never into an upstream's array
+	// Who may read the entries is the operator's choice: an upstream's
+	// Timing-Allow-Origin (a `*`, or the request's Origin reflected) would
+	// open them to any page.
+	if t.h.tao != "" {
+		hdr[fieldTAO] = []string{t.h.tao}
+	} else {
+		delete(hdr, fieldTAO)
+	}
+}
+
+// streamed says the response's totals go in a trailer: a body of unknown
+// length over HTTP/2 or HTTP/3, which carry trailers after any body.
+// (HTTP/1.1 could, chunked, but browsers and most clients drop them.)
+func (t *timing) streamed(hdr http.Header, status int) bool {
+	if t.r.ProtoMajor < 2 || t.r.Method == http.MethodHead || !bodyAllowed(status) {
+		return false
+	}
+	_, hasLen := hdr["Content-Length"]
+	return !hasLen
+}
+
+// declaresTrailer says hdr's Trailer field names Server-Timing.
+func declaresTrailer(hdr http.Header) bool {
+	for _, v := range hdr["Trailer"] {
+		for name := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(name), fieldServerTiming) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+}
+
+// durVar returns the time.Duration another module left in the Caddy
+// variable name.
+func (t *timing) durVar(name string) (time.Duration, bool) {
+	d, ok := t.vars[name].(time.Duration)
+	return d, ok
+}
+
+// log writes the measurements (not the header) at debug level, each
+// duration in nanoseconds (the entries send them in milliseconds, to the
+// microsecond): what the integration test compares the browser's entries
+// with.
+func (t *timing) log(ce *zapcore.CheckedEntry, total, sub time.Duration, hasSub bool) {
+	desc := t.desc
+	fields := make([]zap.Field, 0, 14)
+	fields = append(fields, zap.String("host", t.r.Host), zap.String("uri", t.r.RequestURI), zap.Int("status", t.status),
+		zap.String("client", desc[1:len(desc)-1]), zap.Int64("edge_ns", int64(t.edge)), zap.Int64("total_ns", int64(total)))
+	if t.ut.ok {
+		fields = append(fields, zap.Int64("origin_ns", int64(t.ut.origin)), zap.Bool("origin_reused", t.ut.reused))
+		if t.ut.hasDial {
+			fields = append(fields, zap.Int64("origin_dial_ns", int64(t.ut.dial)))
+		}
+		if t.ut.hasTLS {
+			fields = append(fields, zap.Int64("origin_tls_ns", int64(t.ut.tls)))
+		}
+	}
+	if t.hasRTT {
+		fields = append(fields, zap.Int64("rtt_ns", int64(t.rtt)))
+	}
+	if t.hasThr {
+		fields = append(fields, zap.Int64("throttle_ns", int64(t.throttle)))
+	}
+	if hasSub {
+		fields = append(fields, zap.Int64("substitute_ns", int64(sub)))
+	}
+	fields = append(fields, zap.Bool("trailer", t.w.trailer))
+	ce.Write(fields...)
+}
