@@ -1,0 +1,58 @@
+package servertiming
+
+import (
+	"context"
+	"crypto/tls"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// discard is a ResponseWriter that keeps nothing but a header map, cleared
+// between requests as a new response would start empty.
+type discard struct{ h http.Header }
+
+func (d *discard) Header() http.Header         { return d.h }
+func (d *discard) WriteHeader(int)             {}
+func (d *discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// BenchmarkHandler: the handler off (next called directly) beside on, in
+// one run, for a response with Content-Length from a handler without an
+// upstream: the cost of timing, the entries and writing them. (With an
+// upstream, the trace's closures cannot be pooled: see
+// BenchmarkHandlerUpstream.)
+func BenchmarkHandler(b *testing.B) {
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		w.Header()["Content-Length"] = []string{"2"}
+		w.WriteHeader(200)
+		_, err := w.Write([]byte("ok"))
+		return err
+	})
+	h := testHandler()
+	r := httptest.NewRequest("GET", "https://pop.example/x", nil)
+	r.ProtoMajor = 2
+	r.TLS = &tls.ConnectionState{HandshakeComplete: true}
+	// As Caddy's server makes it: vars with client_ip's two.
+	vars := map[string]any{caddyhttp.ClientIPVarKey: "192.0.2.1", caddyhttp.TrustedProxyVarKey: false}
+	r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, vars))
+	w := &discard{h: http.Header{}}
+	for _, mode := range []string{"off", "on"} {
+		b.Run(mode, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				var err error
+				if mode == "off" {
+					err = next.ServeHTTP(w, r)
+				} else {
+					err = h.ServeHTTP(w, r, next)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

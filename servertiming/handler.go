@@ -1,0 +1,217 @@
+package servertiming
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// timing is one request's measurements and response writer. Pooled: a
+// timing whose upstream trace fired is not put back (the transport may
+// still call its hooks).
+type timing struct {
+	trace httptrace.ClientTrace // bound to this timing, made once
+	up    upstream              // zero again when the timing is put back
+	w     writer
+	buf   [maxHeaderLen]byte // the entries are built here
+	timed
+}
+
+// timed is what one request sets; reset zeroes it alone (the trace and the
+// buffer need no zeroing, and copying them costs write barriers).
+type timed struct {
+	start time.Time
+	h     *Handler
+	r     *http.Request
+	vars  map[string]any // the request's Caddy variables
+
+	// Set when the header is written.
+	headerAt int64 // nanoseconds since start, plus one
+	status   int
+	ut       upstreamTimes
+	edge     time.Duration
+	rtt      time.Duration
+	hasRTT   bool
+	throttle time.Duration
+	hasThr   bool
+}
+
+var timings = sync.Pool{New: func() any {
+	t := new(timing)
+	t.trace = t.hooks()
+	return t
+}}
+
+// reset readies t for the pool; only a timing whose trace never fired is
+// put back, so its upstream is still zero.
+func (t *timing) reset() {
+	t.timed = timed{}
+	t.w = writer{}
+}
+
+// ServeHTTP times the request and adds the entries to its response.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	t := timings.Get().(*timing)
+	t.start = time.Now()
+	t.h = h
+	t.w = writer{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, t: t}
+	// One context lookup for the variables: each walks the whole chain.
+	t.vars, _ = r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
+	if t.vars != nil {
+		t.vars[VarOn] = true
+	}
+	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &t.trace))
+	t.r = r
+
+	err := next.ServeHTTP(&t.w, r)
+	if !t.w.wroteHeader {
+		// Nothing written: net/http (or, for an error, Caddy's error
+		// handling) writes the header after this returns, from this map.
+		status := http.StatusOK
+		if err != nil {
+			status = http.StatusInternalServerError
+			if he, ok := errors.AsType[caddyhttp.HandlerError](err); ok && he.StatusCode != 0 {
+				status = he.StatusCode
+			}
+		}
+		t.writeHeaderFields(w.Header(), status)
+	}
+	total := time.Since(t.start)
+	sub, hasSub := t.durVar(VarSubstitute)
+	if t.w.trailer {
+		b := appendDur(t.buf[:0], nameTotal, total)
+		if hasSub {
+			b = appendDur(b, nameSubstitute, sub)
+		}
+		// Declared in the header (Trailer): net/http's HTTP/2 and
+		// quic-go's HTTP/3 send the declared field as a trailer.
+		w.Header()[fieldServerTiming] = []string{string(b)}
+	}
+	if ce := h.logger.Check(zapcore.DebugLevel, "server timing"); ce != nil {
+		t.log(ce, total, sub, hasSub)
+	}
+	if !t.up.used.Load() {
+		t.reset()
+		timings.Put(t)
+	}
+	return err
+}
+
+// fieldServerTiming is the header's canonical name; streamedKey the name
+// its header entries are kept under in a response that also sends it as a
+// trailer (see writeHeaderFields).
+const (
+	fieldServerTiming = "Server-Timing"
+	streamedKey       = "server-timing"
+)
+
+// writeHeaderFields measures what is known when the final header is
+// written and adds the entries (and Timing-Allow-Origin) to hdr.
+func (t *timing) writeHeaderFields(hdr http.Header, status int) {
+	at := int64(time.Since(t.start)) + 1
+	t.headerAt, t.status = at, status
+	t.ut = t.up.read(at)
+	t.edge = time.Duration(at-1) - t.ut.wait
+	t.rtt, t.hasRTT = clientRTT(t.r)
+	t.throttle, t.hasThr = t.durVar(VarThrottle)
+
+	b := appendDur(t.buf[:0], nameEdge, t.edge)
+	if t.ut.ok {
+		b = appendDur(b, nameOrigin, t.ut.origin)
+		if t.ut.reused {
+			b = appendDesc(b, nameOriginConn, "reused")
+		} else {
+			b = appendDesc(b, nameOriginConn, "new")
+			if t.ut.hasDial {
+				b = appendDur(b, nameOriginDial, t.ut.dial)
+			}
+			if t.ut.hasTLS {
+				b = appendDur(b, nameOriginTLS, t.ut.tls)
+			}
+		}
+	}
+	b = appendDesc(b, nameClient, clientDesc(t.r))
+	if t.hasRTT {
+		b = appendDur(b, nameRTT, t.rtt)
+	}
+	if t.hasThr {
+		b = appendDur(b, nameThrottle, t.throttle)
+	}
+	value := string(b)
+
+	key := fieldServerTiming
+	if t.streamed(hdr, status) {
+		// The totals follow as a trailer, declared here. quic-go leaves a
+		// declared field out of the header block, so the header's entries
+		// (and any the upstream sent) go under the lowercase name, which
+		// HTTP/2 and HTTP/3 send lowercase anyway, and the canonical name
+		// is left for the trailer.
+		t.w.trailer = true
+		key = streamedKey
+		if prev, ok := hdr[fieldServerTiming]; ok {
+			hdr[streamedKey] = append(hdr[streamedKey], prev...)
+			delete(hdr, fieldServerTiming)
+		}
+		hdr["Trailer"] = append(hdr["Trailer"], fieldServerTiming)
+	}
+	hdr[key] = append(hdr[key], value)
+	if t.h.tao != "" {
+		hdr["Timing-Allow-Origin"] = []string{t.h.tao}
+	}
+}
+
+// streamed says the response's totals go in a trailer: a body of unknown
+// length over HTTP/2 or HTTP/3, which carry trailers after any body.
+// (HTTP/1.1 could, chunked, but browsers and most clients drop them.)
+func (t *timing) streamed(hdr http.Header, status int) bool {
+	if t.r.ProtoMajor < 2 || t.r.Method == http.MethodHead || !bodyAllowed(status) {
+		return false
+	}
+	_, hasLen := hdr["Content-Length"]
+	return !hasLen
+}
+
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+}
+
+// durVar returns the time.Duration another module left in the Caddy
+// variable name.
+func (t *timing) durVar(name string) (time.Duration, bool) {
+	d, ok := t.vars[name].(time.Duration)
+	return d, ok
+}
+
+// log writes the measurements (not the header) at debug level: what the
+// integration test compares the browser's entries with.
+func (t *timing) log(ce *zapcore.CheckedEntry, total, sub time.Duration, hasSub bool) {
+	fields := make([]zap.Field, 0, 12)
+	fields = append(fields, zap.String("uri", t.r.RequestURI), zap.Int("status", t.status),
+		zap.String("client", clientDesc(t.r)), zap.Duration("edge", t.edge), zap.Duration("total", total))
+	if t.ut.ok {
+		fields = append(fields, zap.Duration("origin", t.ut.origin), zap.Bool("origin_reused", t.ut.reused))
+		if t.ut.hasDial {
+			fields = append(fields, zap.Duration("origin_dial", t.ut.dial))
+		}
+		if t.ut.hasTLS {
+			fields = append(fields, zap.Duration("origin_tls", t.ut.tls))
+		}
+	}
+	if t.hasRTT {
+		fields = append(fields, zap.Duration("rtt", t.rtt))
+	}
+	if t.hasThr {
+		fields = append(fields, zap.Duration("throttle", t.throttle))
+	}
+	if hasSub {
+		fields = append(fields, zap.Duration("substitute", sub))
+	}
+	fields = append(fields, zap.Bool("trailer", t.w.trailer))
+	ce.Write(fields...)
+}

@@ -1,0 +1,305 @@
+package servertiming
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/caddy-edgekit/edgekit/internal/edgebench"
+)
+
+// recorder records every header written, 1xx included, as the client
+// would see them (a copy of the header map at each WriteHeader).
+type recorder struct {
+	header  http.Header
+	sent    []http.Header
+	codes   []int
+	body    strings.Builder
+	flushes int
+}
+
+func newRecorder() *recorder { return &recorder{header: http.Header{}} }
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeader(code int) {
+	r.codes = append(r.codes, code)
+	r.sent = append(r.sent, r.header.Clone())
+}
+func (r *recorder) Write(p []byte) (int, error) {
+	if len(r.codes) == 0 || r.codes[len(r.codes)-1] < 200 {
+		r.WriteHeader(200)
+	}
+	return r.body.Write(p)
+}
+func (r *recorder) Flush() { r.flushes++ }
+
+// final is the final header as sent (or, if none was written, the map as
+// net/http would send it after the handler).
+func (r *recorder) final() http.Header {
+	for i, c := range r.codes {
+		if c >= 200 {
+			return r.sent[i]
+		}
+	}
+	return r.header
+}
+
+func newRequest(method string, proto int) *http.Request {
+	r := httptest.NewRequest(method, "https://pop.example/x", nil)
+	r.ProtoMajor = proto
+	r.TLS = &tls.ConnectionState{HandshakeComplete: true}
+	ctx := context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{})
+	return r.WithContext(ctx)
+}
+
+func testHandler() *Handler { return &Handler{logger: zap.NewNop()} }
+
+func entryNames(vals []string) []string {
+	var n []string
+	for _, e := range edgebench.ParseServerTiming(vals...) {
+		n = append(n, e.Name)
+	}
+	return n
+}
+
+func serve(t *testing.T, h *Handler, w http.ResponseWriter, r *http.Request, next caddyhttp.HandlerFunc) error {
+	t.Helper()
+	return h.ServeHTTP(w, r, next)
+}
+
+// TestWriterEveryPath: the entries are on the final header whichever way
+// the handlers inside write it.
+func TestWriterEveryPath(t *testing.T) {
+	for name, next := range map[string]caddyhttp.HandlerFunc{
+		"WriteHeader": func(w http.ResponseWriter, r *http.Request) error { w.WriteHeader(201); return nil },
+		"Write":       func(w http.ResponseWriter, r *http.Request) error { _, err := w.Write([]byte("x")); return err },
+		"ReadFrom": func(w http.ResponseWriter, r *http.Request) error {
+			_, err := w.(io.ReaderFrom).ReadFrom(strings.NewReader("x"))
+			return err
+		},
+		"ResponseController.Flush": func(w http.ResponseWriter, r *http.Request) error {
+			return http.NewResponseController(w).Flush()
+		},
+		"nothing":  func(w http.ResponseWriter, r *http.Request) error { return nil },
+		"an error": func(w http.ResponseWriter, r *http.Request) error { return caddyhttp.Error(502, errors.New("x")) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := newRecorder()
+			rec.header.Set("Content-Length", "1")
+			_ = serve(t, testHandler(), rec, newRequest("GET", 1), next)
+			got := entryNames(rec.final()["Server-Timing"])
+			if len(got) < 2 || got[0] != "edge" || got[1] != "client" {
+				t.Fatalf("final header entries %v (%v)", got, rec.final())
+			}
+		})
+	}
+}
+
+// TestInformationalWithoutEntries: a 103 from the upstream goes out as it
+// is, and the final header after it still gets the entries.
+func TestInformationalWithoutEntries(t *testing.T) {
+	rec := newRecorder()
+	_ = serve(t, testHandler(), rec, newRequest("GET", 2), func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Link", "</a.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(200)
+		return nil
+	})
+	if len(rec.codes) != 2 || rec.codes[0] != 103 || rec.codes[1] != 200 {
+		t.Fatalf("codes %v", rec.codes)
+	}
+	if v := rec.sent[0]["Server-Timing"]; v != nil {
+		t.Errorf("103 carries Server-Timing %q", v)
+	}
+	if n := entryNames(rec.sent[1]["Server-Timing"]); len(n) == 0 || n[0] != "edge" {
+		t.Errorf("200 after 103: entries %v", n)
+	}
+}
+
+// TestStreamedTrailer: a body of unknown length over HTTP/2 declares the
+// trailer and keeps the header's entries (and the upstream's) under the
+// lowercase name; a known length, HTTP/1.1, HEAD or a 204 gets no trailer.
+func TestStreamedTrailer(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		method  string
+		proto   int
+		status  int
+		length  bool
+		trailer bool
+	}{
+		{"h2 stream", "GET", 2, 200, false, true},
+		{"h3 stream", "GET", 3, 200, false, true},
+		{"h2 length", "GET", 2, 200, true, false},
+		{"h1 stream", "GET", 1, 200, false, false},
+		{"h2 HEAD", "HEAD", 2, 200, false, false},
+		{"h2 204", "GET", 2, 204, false, false},
+		{"h2 304", "GET", 2, 304, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := newRecorder()
+			_ = serve(t, testHandler(), rec, newRequest(tc.method, tc.proto), func(w http.ResponseWriter, r *http.Request) error {
+				w.Header().Set("Server-Timing", "app;dur=1")
+				if tc.length {
+					w.Header().Set("Content-Length", "2")
+				}
+				w.WriteHeader(tc.status)
+				if bodyAllowed(tc.status) && tc.method != "HEAD" {
+					_, _ = w.Write([]byte("ok"))
+				}
+				return nil
+			})
+			sent := rec.final()
+			declared := sent.Get("Trailer") == "Server-Timing"
+			if declared != tc.trailer {
+				t.Fatalf("Trailer %q, want declared %v", sent["Trailer"], tc.trailer)
+			}
+			head := sent["Server-Timing"]
+			if tc.trailer {
+				if head != nil {
+					t.Errorf("declared trailer name also in the header map: %q", head)
+				}
+				head = sent[streamedKey]
+				tr := entryNames(rec.header["Server-Timing"])
+				if len(tr) != 1 || tr[0] != "total" {
+					t.Errorf("trailer entries %v", tr)
+				}
+			}
+			n := entryNames(head)
+			if len(n) < 3 || n[0] != "app" || n[1] != "edge" {
+				t.Errorf("header entries %v, want the upstream's then edge...", n)
+			}
+		})
+	}
+}
+
+// TestUpstreamEntries: with a trace driven as net/http's transport drives
+// it, the entries say new (with dial and TLS) or reused, and edge leaves
+// out the upstream wait.
+func TestUpstreamEntries(t *testing.T) {
+	for _, reused := range []bool{false, true} {
+		rec := newRecorder()
+		rec.header.Set("Content-Length", "0")
+		_ = serve(t, testHandler(), rec, newRequest("GET", 2), func(w http.ResponseWriter, r *http.Request) error {
+			tr := httptrace.ContextClientTrace(r.Context())
+			tr.GetConn("origin.internal:443")
+			if !reused {
+				tr.TLSHandshakeStart()
+				tr.TLSHandshakeDone(tls.ConnectionState{}, nil)
+			}
+			tr.GotConn(httptrace.GotConnInfo{Reused: reused})
+			tr.WroteRequest(httptrace.WroteRequestInfo{})
+			time.Sleep(2 * time.Millisecond) // the origin's work: origin >= 2 ms
+			tr.GotFirstResponseByte()
+			w.WriteHeader(200)
+			return nil
+		})
+		v := rec.final()["Server-Timing"]
+		m := map[string]edgebench.ServerTimingMetric{}
+		for _, e := range edgebench.ParseServerTiming(v...) {
+			m[e.Name] = e
+		}
+		want := map[bool]string{false: "new", true: "reused"}[reused]
+		if m["origin-conn"].Desc != want {
+			t.Errorf("reused %v: %q", reused, v)
+		}
+		_, dial := m["origin-dial"]
+		_, tlsT := m["origin-tls"]
+		if dial == reused || tlsT == reused {
+			t.Errorf("reused %v: dial %v tls %v: %q", reused, dial, tlsT, v)
+		}
+		if m["origin"].Dur < 2*time.Millisecond {
+			t.Errorf("origin %v < 2ms", m["origin"].Dur)
+		}
+		if strings.Contains(strings.Join(v, ","), "origin.internal") {
+			t.Errorf("the upstream's address leaks: %q", v)
+		}
+	}
+}
+
+// TestUpstreamRead: the arithmetic of read, from recorded event times.
+func TestUpstreamRead(t *testing.T) {
+	var u upstream
+	u.used.Store(true)
+	u.getConn.Store(10)
+	u.tlsStart.Store(12)
+	u.tlsDone.Store(19)
+	u.gotConn.Store(20)
+	u.wrote.Store(21)
+	u.firstByte.Store(50)
+	u.reused.Store(connNew)
+	u.wait.Store(40)
+	got := u.read(60)
+	want := upstreamTimes{wait: 40, ok: true, origin: 29, dial: 2, tls: 7, hasDial: true, hasTLS: true}
+	if got != want {
+		t.Errorf("read: %+v, want %+v", got, want)
+	}
+	// An attempt without a response counts as upstream wait until now.
+	u.firstByte.Store(0)
+	if got := u.read(70); got.ok || got.wait != 40+60 {
+		t.Errorf("open attempt: %+v", got)
+	}
+	// Response before the request was all written: from GotConn.
+	u.firstByte.Store(30)
+	u.wrote.Store(35)
+	if got := u.read(70); got.origin != 10 {
+		t.Errorf("early response: origin %v, want 10", got.origin)
+	}
+}
+
+func TestTimingAllowOriginHeader(t *testing.T) {
+	h := testHandler()
+	h.tao = "https://a.example, https://b.example"
+	rec := newRecorder()
+	r := newRequest("GET", 2)
+	r.Header.Set("Origin", "https://evil.example")
+	_ = serve(t, h, rec, r, func(w http.ResponseWriter, r *http.Request) error { return nil })
+	if got := rec.final()["Timing-Allow-Origin"]; len(got) != 1 || got[0] != h.tao {
+		t.Errorf("Timing-Allow-Origin %q", got)
+	}
+	rec = newRecorder()
+	_ = serve(t, testHandler(), rec, r, func(w http.ResponseWriter, r *http.Request) error { return nil })
+	if got := rec.final()["Timing-Allow-Origin"]; got != nil {
+		t.Errorf("unconfigured: Timing-Allow-Origin %q (the request's Origin reflected?)", got)
+	}
+}
+
+// TestVarsContract: the handler marks the request for the other modules
+// and reports the durations they leave.
+func TestVarsContract(t *testing.T) {
+	rec := newRecorder()
+	_ = serve(t, testHandler(), rec, newRequest("GET", 2), func(w http.ResponseWriter, r *http.Request) error {
+		if on, _ := caddyhttp.GetVar(r.Context(), VarOn).(bool); !on {
+			t.Errorf("%s not set for the handlers inside", VarOn)
+		}
+		caddyhttp.SetVar(r.Context(), VarThrottle, 1500*time.Microsecond)
+		w.WriteHeader(200)
+		caddyhttp.SetVar(r.Context(), VarSubstitute, 2*time.Millisecond)
+		_, _ = w.Write([]byte("body"))
+		return nil
+	})
+	head := edgebench.ParseServerTiming(rec.final()[streamedKey]...)
+	var thr bool
+	for _, e := range head {
+		thr = thr || (e.Name == "throttle" && e.Dur == 1500*time.Microsecond)
+	}
+	if !thr {
+		t.Errorf("header %v has no throttle;dur=1.5", head)
+	}
+	tr := edgebench.ParseServerTiming(rec.header["Server-Timing"]...)
+	if len(tr) != 2 || tr[1].Name != "substitute" || tr[1].Dur != 2*time.Millisecond {
+		t.Errorf("trailer %+v, want total then substitute;dur=2", tr)
+	}
+}

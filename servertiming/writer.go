@@ -1,0 +1,63 @@
+package servertiming
+
+import (
+	"io"
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// writer adds the entries when the final header is written, by whichever
+// path: WriteHeader, the first Write, ReadFrom (file_server and io.Copy
+// reach the writer there, not through Write) or a flush (reverse_proxy
+// flushes streams through http.ResponseController, which finds FlushError
+// here before it unwraps).
+type writer struct {
+	caddyhttp.ResponseWriterWrapper
+	t           *timing
+	wroteHeader bool
+	trailer     bool
+}
+
+// WriteHeader adds the entries to a final header. A 1xx (103 Early Hints
+// from the upstream) is sent as it is: the times are not known yet, and
+// the final header follows.
+func (w *writer) WriteHeader(status int) {
+	if !w.wroteHeader && (status >= 200 || status == http.StatusSwitchingProtocols) {
+		w.wroteHeader = true
+		w.t.writeHeaderFields(w.Header(), status)
+	}
+	w.ResponseWriterWrapper.WriteHeader(status)
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriterWrapper.Write(p)
+}
+
+// ReadFrom keeps sendfile (the wrapper's ReadFrom uses the server's).
+func (w *writer) ReadFrom(r io.Reader) (int64, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriterWrapper.ReadFrom(r)
+}
+
+// Flush implements http.Flusher.
+func (w *writer) Flush() { _ = w.FlushError() }
+
+// FlushError sends the header (with the entries) and what was written.
+func (w *writer) FlushError() error {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	//nolint:bodyclose // not a client response
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+var (
+	_ http.Flusher  = (*writer)(nil)
+	_ io.ReaderFrom = (*writer)(nil)
+)
