@@ -314,7 +314,7 @@ svg text.v { font-size: 11px; }
 {{end}}{{range .Bars}}<text x="{{add $c.PlotX -8}}" y="{{add .Y 17}}" text-anchor="end">{{.Label}}</text>
 {{if .Empty}}<text x="{{add $c.PlotX 6}}" y="{{add .Y 17}}" fill="#777">{{.Empty}}</text>
 {{else}}{{$b := .}}{{range .Segments}}<rect x="{{.X}}" y="{{$b.Y}}" width="{{.W}}" height="24" fill="{{.Color}}"><title>{{.Title}}</title></rect>{{if .Text}}<text class="v" x="{{add .X (half .W)}}" y="{{add $b.Y 16}}" text-anchor="middle" style="fill:{{.TextColor}}">{{.Text}}</text>{{end}}
-{{end}}<line x1="{{.TTFBX}}" x2="{{.TTFBX}}" y1="{{add .Y -3}}" y2="{{add .Y 27}}" stroke="#000" stroke-width="2"><title>TTFB p50 {{.TTFB}} ms</title></line><text x="{{add .EndX 6}}" y="{{add .Y 17}}">{{.TTFB}} ms</text>
+{{end}}<line x1="{{.TTFBX}}" x2="{{.TTFBX}}" y1="{{add .Y -3}}" y2="{{add .Y 27}}" stroke="#000" stroke-width="2"><title>TTFB p50 {{.TTFB}}</title></line><text x="{{add .EndX 6}}" y="{{add .Y 17}}">{{.TTFB}}</text>
 {{end}}{{end}}<text x="{{add .PlotX .PlotW}}" y="{{add .H -8}}" text-anchor="end">milliseconds</text>
 </svg>
 <ul class="legend">{{range .Legend}}<li><span class="swatch" style="background:{{.Color}}"></span>{{.Name}}</li>{{end}}<li><span class="swatch" style="background:#000;width:3px"></span>TTFB p50</li></ul>

@@ -61,7 +61,7 @@ type splitRow struct {
 const (
 	splitLabelW = 230.0
 	splitRowH   = 32.0
-	splitRightW = 90.0
+	splitRightW = 170.0
 )
 
 // splitSection builds the stacked bars and the table of every target's
@@ -114,7 +114,10 @@ func splitSection(targets []ReportTarget) (*splitChart, []splitRow) {
 	}
 	var rows []splitRow
 	for i, e := range entries {
-		label := e.target + " · " + e.outcome
+		label := e.target
+		if e.outcome != OutcomeAll {
+			label += " · " + e.outcome
+		}
 		bar := splitBar{Label: label, Y: c.PlotY + splitRowH*float64(i) + 4}
 		row := splitRow{Target: e.target, Outcome: e.outcome, Responses: e.s.Responses, Without: e.s.NoServerTiming}
 		if e.s.Responses == 0 {
@@ -127,8 +130,9 @@ func splitSection(targets []ReportTarget) (*splitChart, []splitRow) {
 			ms := splitMS(p.get(e.s))
 			from, to := x(at), x(at+ms)
 			seg := splitSegment{X: from, W: to - from, Color: p.color, TextColor: p.text, Title: fmt.Sprintf("%s: %s ms (median)", p.name, formatMS(p.get(e.s)))}
-			if seg.W >= 34 {
-				seg.Text = strconv.FormatFloat(ms, 'f', 0, 64)
+			// A number where it fits: about 7 units a digit at 11px.
+			if text := strconv.FormatFloat(ms, 'f', 0, 64); seg.W >= 7*float64(len(text))+8 {
+				seg.Text = text
 			}
 			if seg.W > 0 {
 				bar.Segments = append(bar.Segments, seg)
@@ -136,7 +140,10 @@ func splitSection(targets []ReportTarget) (*splitChart, []splitRow) {
 			at += ms
 		}
 		bar.EndX = math.Max(x(at), x(splitMS(e.s.TTFB.P50)))
-		bar.TTFBX, bar.TTFB = x(splitMS(e.s.TTFB.P50)), formatMS(e.s.TTFB.P50)
+		// The PoP's part is often a pixel wide: its number goes beside
+		// the TTFB's.
+		bar.TTFBX = x(splitMS(e.s.TTFB.P50))
+		bar.TTFB = fmt.Sprintf("%s ms, PoP %s", strconv.FormatFloat(splitMS(e.s.TTFB.P50), 'f', 1, 64), strconv.FormatFloat(splitMS(e.s.Edge.P50), 'f', 2, 64))
 		c.Bars = append(c.Bars, bar)
 
 		row.TTFB, row.LastMile, row.Edge = formatMS(e.s.TTFB.P50), formatMS(e.s.LastMile.P50), formatMS(e.s.Edge.P50)

@@ -212,6 +212,9 @@ func TestSplitDisagreementAndNoServerTiming(t *testing.T) {
 			t.Errorf("table lacks %s:\n%s", want, out)
 		}
 	}
+	if strings.Contains(out, "rtt") {
+		t.Errorf("no response carried rtt, yet the table has a row for it:\n%s", out)
+	}
 }
 
 // The table shows each outcome's split side by side, -json carries it
@@ -224,12 +227,12 @@ func TestSplitTableAndJSON(t *testing.T) {
 	}
 	a := &Result{Config: Config{URL: "https://pop/", Proto: H2, Mix: Mix{{ClassNew, 1}}},
 		Outcomes: map[string]*OutcomeStats{"new": {Asked: ClassNew, Count: 5, Split: split}}}
-	b := &Result{Config: Config{URL: "https://origin/", Proto: H2, Mix: Mix{{ClassNew, 1}}},
-		Outcomes: map[string]*OutcomeStats{"new": {Asked: ClassNew, Count: 5, Split: &SplitStats{NoServerTiming: 5}}}}
+	b := &Result{Config: Config{URL: "https://origin/", Proto: H3, Mix: Mix{{ClassNew, 1}}},
+		Outcomes: map[string]*OutcomeStats{"new": {Asked: ClassNew, Count: 5, Split: &SplitStats{Responses: 5, OriginReused: 5, PoPTLS: map[string]int{TLSNew: 5}}}}}
 	var table bytes.Buffer
 	WriteTable(&table, a, b)
 	for _, want := range []string{
-		"split new n", "5  no Server-Timing",
+		"split new n",
 		"split new ttfb p50", "320.000",
 		"split new last mile p50", "64.000",
 		"split new pop p50", "5.000",
@@ -242,6 +245,10 @@ func TestSplitTableAndJSON(t *testing.T) {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
+	}
+	// A target whose PoP reports no rtt reads "-", not 0.
+	if !regexp.MustCompile(`(?m)^split new pop rtt p50 +20\.000 +-$`).MatchString(table.String()) {
+		t.Errorf("rtt row:\n%s", table.String())
 	}
 	raw, err := json.Marshal(a)
 	if err != nil {

@@ -292,7 +292,12 @@ func (g *grid) split(outcomes func(target int) map[string]*OutcomeStats) {
 			return "-"
 		})
 		if some(func(s *SplitStats) bool { return s.RTTCount > 0 }) {
-			ms("pop rtt", func(s *SplitStats) time.Duration { return s.RTT.P50 })
+			g.text(prefix+" pop rtt p50", func(i int) string {
+				if s := get(i); s != nil && s.RTTCount > 0 {
+					return formatMS(s.RTT.P50)
+				}
+				return "-"
+			})
 		}
 		g.text(prefix+" pop tls", func(i int) string {
 			if s := get(i); s != nil && s.Responses > 0 {
