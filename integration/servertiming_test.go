@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go/http3"
+
 	"github.com/caddy-edgekit/edgekit/internal/edgebench"
 	"github.com/caddy-edgekit/edgekit/internal/loopback"
 )
@@ -96,6 +98,18 @@ https://localhost:{$HTTPS_PORT} {
 	handle /plain/* {
 		reverse_proxy %s
 	}
+	handle /modules/* {
+		throttle {
+			zone per_ip {
+				rate 1000/1s
+			}
+		}
+		substitute {
+			types text/plain
+			replace part piece
+		}
+		reverse_proxy %s
+	}
 	handle /tls/* {
 		reverse_proxy https://%s {
 			transport http {
@@ -114,7 +128,7 @@ http://{$HOST}:{$HTTP_PORT} {
 // by Go's HTTP/1.1, HTTP/2 and quic-go's HTTP/3 clients.
 func TestServerTimingGoClient(t *testing.T) {
 	plain, secure := timingOrigin(t, false), timingOrigin(t, true)
-	c := StartCaddy(t, fmt.Sprintf(timingSites, plain, secure, plain))
+	c := StartCaddy(t, fmt.Sprintf(timingSites, plain, plain, secure, plain))
 	c.WaitHTTPS(t)
 	h2 := c.Client()
 	get := func(t *testing.T, client *http.Client, method, url string, rum bool) (*http.Response, string) {
@@ -205,6 +219,9 @@ func TestServerTimingGoClient(t *testing.T) {
 				if head["client"].Desc != tc.desc || !head["edge"].HasDur || head["origin"].Dur < originDelay {
 					t.Errorf("header entries %v", resp.Header)
 				}
+				if !head["rtt"].HasDur || head["rtt"].Dur <= 0 {
+					t.Errorf("no client rtt over %s: %v", tc.name, resp.Header)
+				}
 				if _, ok := head["app"]; !ok {
 					t.Errorf("the origin's own entry is lost from the header: %v", resp.Header)
 				}
@@ -216,6 +233,39 @@ func TestServerTimingGoClient(t *testing.T) {
 					t.Errorf("total %v less than edge %v + origin %v", total, head["edge"].Dur, head["origin"].Dur)
 				}
 			})
+		}
+	})
+
+	t.Run("throttle and substitute", func(t *testing.T) {
+		resp, body := get(t, h2, "GET", c.HTTPSURL("/modules/stream"), true)
+		if body != "piece 0\npiece 1\npiece 2\n" {
+			t.Fatalf("body %q: substitute did not run", body)
+		}
+		if e := timingEntries(t, resp.Header)["throttle"]; !e.HasDur {
+			t.Errorf("no throttle entry in the header: %v", resp.Header)
+		}
+		tr := timingEntries(t, resp.Trailer)
+		if !tr["total"].HasDur || !tr["substitute"].HasDur {
+			t.Errorf("trailer %v; want total and substitute", resp.Trailer)
+		}
+		if tr["substitute"].Dur > tr["total"].Dur {
+			t.Errorf("substitute %v longer than total %v", tr["substitute"].Dur, tr["total"].Dur)
+		}
+	})
+
+	t.Run("h3 0-RTT", func(t *testing.T) {
+		cl := c.H3Client()
+		tr := cl.Transport.(*http3.Transport)
+		defer tr.Close()
+		tr.TLSClientConfig.ClientSessionCache = tls.NewLRUClientSessionCache(4)
+		var descs []string
+		for _, method := range []string{http.MethodGet, http3.MethodGet0RTT} {
+			resp, _ := get(t, cl, method, c.HTTPSURL("/plain/fixed"), true)
+			descs = append(descs, timingEntries(t, resp.Header)["client"].Desc)
+			tr.CloseIdleConnections()
+		}
+		if !slices.Equal(descs, []string{"h3 tls=new", "h3 tls=0rtt"}) {
+			t.Errorf("a GET, then a GET in 0-RTT on a resumed connection: %q; want new then 0rtt", descs)
 		}
 	})
 

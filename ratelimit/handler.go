@@ -28,6 +28,14 @@ type zoneSet uint8
 
 const allZones = zoneSet(1<<maxZones - 1)
 
+// The Caddy variables of server_timing's contract (docs/server-timing.md):
+// it sets serverTimingOn to true for the handlers inside it, and reads the
+// time.Duration this handler leaves in serverTimingThrottle.
+const (
+	serverTimingOn       = "server_timing"
+	serverTimingThrottle = "server_timing.throttle"
+)
+
 func (s zoneSet) has(i int) bool { return s&(1<<i) != 0 }
 
 // ServeHTTP decides the request in every zone, then passes it on or
@@ -76,7 +84,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			defer h.redis.unhold()
 		}
 	}
+	// server_timing reports the decision's time (docs/server-timing.md);
+	// without it, this costs one variable lookup.
+	timed, _ := caddyhttp.GetVar(r.Context(), serverTimingOn).(bool)
+	var decideStart time.Time
+	if timed {
+		decideStart = time.Now()
+	}
 	allowed, err := h.decide(r, keys[:n], out[:n], hs, active)
+	if timed {
+		caddyhttp.SetVar(r.Context(), serverTimingThrottle, time.Since(decideStart))
+	}
 	if err != nil {
 		throttleMetrics.storeErrors.Inc()
 		// Real failures are few (the breaker opens after a handful); while

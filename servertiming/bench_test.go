@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
@@ -34,8 +35,9 @@ func BenchmarkHandler(b *testing.B) {
 	r := httptest.NewRequest("GET", "https://pop.example/x", nil)
 	r.ProtoMajor = 2
 	r.TLS = &tls.ConnectionState{HandshakeComplete: true}
-	// As Caddy's server makes it: vars with client_ip's two.
-	vars := map[string]any{caddyhttp.ClientIPVarKey: "192.0.2.1", caddyhttp.TrustedProxyVarKey: false}
+	// As Caddy's server makes it: vars with the client IP's two and the
+	// start time.
+	vars := map[string]any{caddyhttp.ClientIPVarKey: "192.0.2.1", caddyhttp.TrustedProxyVarKey: false, caddyStartTime: time.Now()}
 	r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, vars))
 	w := &discard{h: http.Header{}}
 	for _, mode := range []string{"off", "on"} {

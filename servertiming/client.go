@@ -22,11 +22,13 @@ const (
 	tls0RTT
 )
 
-// clientDesc describes the client connection of r. A request read before
-// the TLS handshake completed came as early data (0-RTT): Caddy's own
-// `tls early_data` matcher tells it the same way (HTTP/3's 0-RTT; Caddy
-// accepts no TCP early data).
-func clientDesc(r *http.Request) string {
+// clientDesc describes the client connection of r; w is the writer the
+// handler got. 0rtt is a connection resumed with early data: the request
+// was read before the TLS handshake completed (as Caddy's own `tls
+// early_data` matcher tells it), or, over HTTP/3, quic-go accepted 0-RTT on
+// the connection (a request sent as early data is often read only after
+// the handshake completed). Caddy accepts no TCP early data.
+func clientDesc(r *http.Request, w http.ResponseWriter) string {
 	proto := min(max(r.ProtoMajor, 1), 3) - 1
 	mode := tlsNone
 	switch {
@@ -35,6 +37,12 @@ func clientDesc(r *http.Request) string {
 		mode = tls0RTT
 	case r.TLS.DidResume:
 		mode = tlsResumed
+		// Only a resumed connection can have had 0-RTT.
+		if r.ProtoMajor == 3 {
+			if c := quicConnOf(w); c != nil && c.ConnectionState().Used0RTT {
+				mode = tls0RTT
+			}
+		}
 	default:
 		mode = tlsNew
 	}
@@ -54,9 +62,13 @@ func keepConn(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
 }
 
-// clientRTT is the kernel's smoothed round-trip time of the request's TCP
-// connection, when it has one and the platform reports it.
-func clientRTT(r *http.Request) (time.Duration, bool) {
+// clientRTT is the client connection's smoothed round-trip time: QUIC's
+// estimate for HTTP/3, the kernel's (TCP_INFO) for TCP where the platform
+// reports it. w is the writer the handler got.
+func clientRTT(r *http.Request, w http.ResponseWriter) (time.Duration, bool) {
+	if r.ProtoMajor == 3 {
+		return quicRTT(w)
+	}
 	c, _ := r.Context().Value(connKey{}).(net.Conn)
 	// Through TLS and any listener wrapper, down to the TCP connection.
 	for range 8 {

@@ -40,6 +40,7 @@ type timed struct {
 	hasRTT   bool
 	throttle time.Duration
 	hasThr   bool
+	desc     string // the client entry's
 }
 
 var timings = sync.Pool{New: func() any {
@@ -58,14 +59,19 @@ func (t *timing) reset() {
 // ServeHTTP times the request and adds the entries to its response.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	t := timings.Get().(*timing)
-	t.start = time.Now()
-	t.h = h
-	t.w = writer{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, t: t}
 	// One context lookup for the variables: each walks the whole chain.
 	t.vars, _ = r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
+	// The clock starts when Caddy's server began the request (the start
+	// of the access log's duration too), not when the route reached here.
+	var ok bool
+	if t.start, ok = t.vars[caddyStartTime].(time.Time); !ok {
+		t.start = time.Now()
+	}
 	if t.vars != nil {
 		t.vars[VarOn] = true
 	}
+	t.h = h
+	t.w = writer{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, t: t}
 	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &t.trace))
 	t.r = r
 
@@ -103,6 +109,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	return err
 }
 
+// caddyStartTime is the variable in which Caddy's server keeps the time it
+// began the request.
+const caddyStartTime = "start_time"
+
 // fieldServerTiming is the header's canonical name; streamedKey the name
 // its header entries are kept under in a response that also sends it as a
 // trailer (see writeHeaderFields).
@@ -118,7 +128,7 @@ func (t *timing) writeHeaderFields(hdr http.Header, status int) {
 	t.headerAt, t.status = at, status
 	t.ut = t.up.read(at)
 	t.edge = time.Duration(at-1) - t.ut.wait
-	t.rtt, t.hasRTT = clientRTT(t.r)
+	t.rtt, t.hasRTT = clientRTT(t.r, t.w.ResponseWriter)
 	t.throttle, t.hasThr = t.durVar(VarThrottle)
 
 	b := appendDur(t.buf[:0], nameEdge, t.edge)
@@ -136,7 +146,8 @@ func (t *timing) writeHeaderFields(hdr http.Header, status int) {
 			}
 		}
 	}
-	b = appendDesc(b, nameClient, clientDesc(t.r))
+	t.desc = clientDesc(t.r, t.w.ResponseWriter)
+	b = appendDesc(b, nameClient, t.desc)
 	if t.hasRTT {
 		b = appendDur(b, nameRTT, t.rtt)
 	}
@@ -188,29 +199,32 @@ func (t *timing) durVar(name string) (time.Duration, bool) {
 	return d, ok
 }
 
-// log writes the measurements (not the header) at debug level: what the
-// integration test compares the browser's entries with.
+// log writes the measurements (not the header) at debug level, each
+// duration in nanoseconds (the entries send them in milliseconds, to the
+// microsecond): what the integration test compares the browser's entries
+// with.
 func (t *timing) log(ce *zapcore.CheckedEntry, total, sub time.Duration, hasSub bool) {
-	fields := make([]zap.Field, 0, 12)
-	fields = append(fields, zap.String("uri", t.r.RequestURI), zap.Int("status", t.status),
-		zap.String("client", clientDesc(t.r)), zap.Duration("edge", t.edge), zap.Duration("total", total))
+	desc := t.desc
+	fields := make([]zap.Field, 0, 14)
+	fields = append(fields, zap.String("host", t.r.Host), zap.String("uri", t.r.RequestURI), zap.Int("status", t.status),
+		zap.String("client", desc[1:len(desc)-1]), zap.Int64("edge_ns", int64(t.edge)), zap.Int64("total_ns", int64(total)))
 	if t.ut.ok {
-		fields = append(fields, zap.Duration("origin", t.ut.origin), zap.Bool("origin_reused", t.ut.reused))
+		fields = append(fields, zap.Int64("origin_ns", int64(t.ut.origin)), zap.Bool("origin_reused", t.ut.reused))
 		if t.ut.hasDial {
-			fields = append(fields, zap.Duration("origin_dial", t.ut.dial))
+			fields = append(fields, zap.Int64("origin_dial_ns", int64(t.ut.dial)))
 		}
 		if t.ut.hasTLS {
-			fields = append(fields, zap.Duration("origin_tls", t.ut.tls))
+			fields = append(fields, zap.Int64("origin_tls_ns", int64(t.ut.tls)))
 		}
 	}
 	if t.hasRTT {
-		fields = append(fields, zap.Duration("rtt", t.rtt))
+		fields = append(fields, zap.Int64("rtt_ns", int64(t.rtt)))
 	}
 	if t.hasThr {
-		fields = append(fields, zap.Duration("throttle", t.throttle))
+		fields = append(fields, zap.Int64("throttle_ns", int64(t.throttle)))
 	}
 	if hasSub {
-		fields = append(fields, zap.Duration("substitute", sub))
+		fields = append(fields, zap.Int64("substitute_ns", int64(sub)))
 	}
 	fields = append(fields, zap.Bool("trailer", t.w.trailer))
 	ce.Write(fields...)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -50,7 +51,21 @@ type responseWriter struct {
 	memoKey  memoKey
 
 	hdr headerRewriter // for Handler.Headers (headers.go)
+
+	// timed says a server_timing handler asked for the scan's time, which
+	// scan sums (see timeScan).
+	timed bool
+	scan  time.Duration
 }
+
+// The Caddy variables of server_timing's contract (docs/server-timing.md):
+// it sets serverTimingOn to true for the handlers inside it, and reads the
+// time.Duration this handler leaves in serverTimingSubstitute at the end of
+// the body.
+const (
+	serverTimingOn         = "server_timing"
+	serverTimingSubstitute = "server_timing.substitute"
+)
 
 func (h *Handler) getWriter(w http.ResponseWriter, r *http.Request) *responseWriter {
 	rw, _ := h.writers.Get().(*responseWriter)
@@ -61,6 +76,7 @@ func (h *Handler) getWriter(w http.ResponseWriter, r *http.Request) *responseWri
 	rw.ResponseWriterWrapper.ResponseWriter = w
 	rw.req = r
 	rw.repl, _ = r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	rw.timed, _ = caddyhttp.GetVar(r.Context(), serverTimingOn).(bool)
 	return rw
 }
 
@@ -70,6 +86,7 @@ func (h *Handler) putWriter(rw *responseWriter) {
 	}
 	rw.ResponseWriterWrapper.ResponseWriter = nil
 	rw.req, rw.repl, rw.dec, rw.body = nil, nil, nil, nil
+	rw.timed, rw.scan = false, 0
 	if rw.stream != nil {
 		rw.stream.Reset(nil, nil)
 	}
@@ -293,7 +310,15 @@ func (rw *responseWriter) Write(p []byte) (int, error) {
 	if rw.writeErr != nil {
 		return 0, rw.writeErr
 	}
+	var start time.Time
+	timed := rw.timed && rw.mode == substituting
+	if timed {
+		start = time.Now()
+	}
 	n, err := rw.body.Write(p)
+	if timed {
+		rw.timeScan(start)
+	}
 	if err != nil {
 		rw.writeErr = err
 	}
@@ -376,6 +401,13 @@ func (rw *responseWriter) finish(abort bool) error {
 		return err
 	}
 	if rw.mode == substituting {
+		if rw.timed {
+			start := time.Now()
+			defer func() {
+				rw.timeScan(start)
+				caddyhttp.SetVar(rw.req.Context(), serverTimingSubstitute, rw.scan)
+			}()
+		}
 		if cerr := rw.stream.Close(); err == nil {
 			err = cerr
 		}
@@ -397,6 +429,13 @@ func (rw *responseWriter) finish(abort bool) error {
 		}
 	}
 	return err
+}
+
+// timeScan adds the time since start to the scan's: the body's bytes going
+// through the decoder and the engine to the output, which hands them on to
+// the writers outside (a client slow to read shows here too).
+func (rw *responseWriter) timeScan(start time.Time) {
+	rw.scan += time.Since(start)
 }
 
 // mediaTypeOf returns the media type of a Content-Type value, without
