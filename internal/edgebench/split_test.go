@@ -95,8 +95,10 @@ func TestServerTimingSamplePoP(t *testing.T) {
 }
 
 // popHandler answers like a PoP running server_timing: its entries, with
-// the client's TLS mode read the way the handler reads it (HTTP/3 0-RTT: a
-// request read before the handshake completed). lie, when set, replaces
+// the client's TLS mode from the request's TLS state (0-RTT: a request read
+// before the handshake completed; server_timing also asks quic-go whether
+// the connection accepted 0-RTT, which a handler here cannot, so on
+// loopback some 0-RTT requests read as resumed). lie, when set, replaces
 // the mode.
 func popHandler(entries string, lie string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
