@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptrace"
+	"strings"
 	"sync"
 	"time"
 
@@ -96,8 +97,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			b = appendDur(b, nameSubstitute, sub)
 		}
 		// Declared in the header (Trailer): net/http's HTTP/2 and
-		// quic-go's HTTP/3 send the declared field as a trailer.
-		w.Header()[fieldServerTiming] = []string{string(b)}
+		// quic-go's HTTP/3 send the declared field as a trailer. An
+		// upstream's own trailer stays: reverse_proxy adds it under the
+		// declared name (left empty when the header went out) or, when
+		// the upstream had not declared it, under the TrailerPrefix key,
+		// which net/http would promote over the declared one and quic-go
+		// take or not depending on map order; so both keys get it all.
+		hdr := w.Header()
+		prefixed, hasPrefixed := hdr[trailerKey]
+		vals := make([]string, 0, len(hdr[fieldServerTiming])+len(prefixed)+1)
+		vals = append(append(append(vals, hdr[fieldServerTiming]...), prefixed...), string(b))
+		hdr[fieldServerTiming] = vals
+		if hasPrefixed {
+			hdr[trailerKey] = vals
+		}
 	}
 	if ce := h.logger.Check(zapcore.DebugLevel, "server timing"); ce != nil {
 		t.log(ce, total, sub, hasSub)
@@ -119,6 +132,7 @@ const caddyStartTime = "start_time"
 const (
 	fieldServerTiming = "Server-Timing"
 	streamedKey       = "server-timing"
+	trailerKey        = http.TrailerPrefix + fieldServerTiming
 )
 
 // writeHeaderFields measures what is known when the final header is
@@ -157,19 +171,25 @@ func (t *timing) writeHeaderFields(hdr http.Header, status int) {
 	value := string(b)
 
 	key := fieldServerTiming
-	if t.streamed(hdr, status) {
-		// The totals follow as a trailer, declared here. quic-go leaves a
-		// declared field out of the header block, so the header's entries
-		// (and any the upstream sent) go under the lowercase name, which
-		// HTTP/2 and HTTP/3 send lowercase anyway, and the canonical name
-		// is left for the trailer.
-		t.w.trailer = true
+	streamed := t.streamed(hdr, status)
+	if streamed || (t.r.ProtoMajor >= 2 && declaresTrailer(hdr)) {
+		// The totals follow as a trailer, declared here (or the upstream
+		// declared its own). quic-go leaves a declared field out of the
+		// header block, so the header's entries (and any the upstream
+		// sent) go under the lowercase name, which HTTP/2 and HTTP/3 send
+		// lowercase anyway, and the canonical name is left for the
+		// trailer.
 		key = streamedKey
 		if prev, ok := hdr[fieldServerTiming]; ok {
 			hdr[streamedKey] = append(hdr[streamedKey], prev...)
 			delete(hdr, fieldServerTiming)
 		}
-		hdr["Trailer"] = append(hdr["Trailer"], fieldServerTiming)
+	}
+	if streamed {
+		t.w.trailer = true
+		if !declaresTrailer(hdr) {
+			hdr["Trailer"] = append(hdr["Trailer"], fieldServerTiming)
+		}
 	}
 	hdr[key] = append(hdr[key], value)
 	if t.h.tao != "" {
@@ -186,6 +206,18 @@ func (t *timing) streamed(hdr http.Header, status int) bool {
 	}
 	_, hasLen := hdr["Content-Length"]
 	return !hasLen
+}
+
+// declaresTrailer says hdr's Trailer field names Server-Timing.
+func declaresTrailer(hdr http.Header) bool {
+	for _, v := range hdr["Trailer"] {
+		for name := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(name), fieldServerTiming) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func bodyAllowed(status int) bool {

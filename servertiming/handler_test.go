@@ -303,3 +303,72 @@ func TestVarsContract(t *testing.T) {
 		t.Errorf("trailer %+v, want total then substitute;dur=2", tr)
 	}
 }
+
+// TestUpstreamTrailerKept: an upstream's own Server-Timing trailer
+// (reverse_proxy sets it under http.TrailerPrefix after the body) and the
+// handler's totals both reach the trailer, under both keys alike: net/http
+// promotes the prefixed key over the declared one, and quic-go writes
+// whichever of the two it meets last.
+func TestUpstreamTrailerKept(t *testing.T) {
+	rec := newRecorder()
+	_ = serve(t, testHandler(), rec, newRequest("GET", 3), func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Trailer", "Server-Timing")
+		w.WriteHeader(200)
+		_, _ = w.Write([]byte("body"))
+		w.Header().Add(http.TrailerPrefix+"Server-Timing", "up;dur=1")
+		return nil
+	})
+	for _, key := range []string{"Server-Timing", http.TrailerPrefix + "Server-Timing"} {
+		if n := entryNames(rec.header[key]); strings.Join(n, " ") != "up total" {
+			t.Errorf("trailer under %q: %v, want up then total", key, n)
+		}
+	}
+}
+
+// TestUpstreamDeclaredTrailer: an upstream that declares a Server-Timing
+// trailer on a response of known length: quic-go would leave the
+// handler's header entries out of the header block, so they go under the
+// lowercase name.
+func TestUpstreamDeclaredTrailer(t *testing.T) {
+	rec := newRecorder()
+	_ = serve(t, testHandler(), rec, newRequest("GET", 3), func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Trailer", "Server-Timing")
+		w.Header().Set("Content-Length", "4")
+		w.WriteHeader(200)
+		_, _ = w.Write([]byte("body"))
+		return nil
+	})
+	sent := rec.final()
+	if n := entryNames(sent[streamedKey]); len(n) == 0 || n[0] != "edge" {
+		t.Errorf("header entries under %q: %v (header %v)", streamedKey, n, sent)
+	}
+	if v := sent["Server-Timing"]; v != nil {
+		t.Errorf("header entries under the declared trailer name: %q", v)
+	}
+}
+
+// TestUpstreamDeclaredTrailerValues: reverse_proxy adds the trailer of an
+// upstream that declared it under the declared name after the body; the
+// handler's totals go after it, not over it.
+func TestUpstreamDeclaredTrailerValues(t *testing.T) {
+	for _, proto := range []int{2, 3} {
+		rec := newRecorder()
+		_ = serve(t, testHandler(), rec, newRequest("GET", proto), func(w http.ResponseWriter, r *http.Request) error {
+			w.Header().Set("Server-Timing", "up-head;dur=1")
+			w.Header().Set("Trailer", "Server-Timing")
+			w.WriteHeader(200)
+			_, _ = w.Write([]byte("body"))
+			w.Header().Add("Server-Timing", "up-end;dur=2")
+			return nil
+		})
+		if n := entryNames(rec.header["Server-Timing"]); strings.Join(n, " ") != "up-end total" {
+			t.Errorf("h%d trailer: %v, want up-end then total", proto, n)
+		}
+		if n := entryNames(rec.final()[streamedKey]); len(n) < 2 || n[0] != "up-head" || n[1] != "edge" {
+			t.Errorf("h%d header: %v", proto, n)
+		}
+		if got := rec.final()["Trailer"]; len(got) != 1 {
+			t.Errorf("h%d: Trailer %q: declared twice?", proto, got)
+		}
+	}
+}
