@@ -292,6 +292,8 @@ func TestEdgeLab(t *testing.T) {
 	// br, and a warm keep-alive connection to the far origin.
 	pop := StartCaddy(t, fmt.Sprintf(`https://localhost:{$HTTPS_PORT} {
 	tls internal
+	# Where each request's time went, for edgebench's split.
+	server_timing
 	client_ip {
 		trusted_proxies 127.0.0.1
 	}
@@ -313,7 +315,17 @@ func TestEdgeLab(t *testing.T) {
 		replace "// https://d3js.org" "// https://d3js.org via the PoP for {client_ip}"
 		types application/javascript
 	}
-	reverse_proxy https://%s {
+	# A PoP with no pool: every request opens its own connection to the
+	# origin.
+	@cold_pool path /cold/*
+	reverse_proxy @cold_pool https://%[1]s {
+		header_up Host {upstream_hostport}
+		transport http {
+			tls_insecure_skip_verify
+			keepalive off
+		}
+	}
+	reverse_proxy https://%[1]s {
 		header_up Host {upstream_hostport}
 		transport http {
 			tls_insecure_skip_verify
@@ -328,6 +340,7 @@ func TestEdgeLab(t *testing.T) {
 
 	const phone = "127.0.0.2"
 	popURL := "https://" + short.Addr() + "/d3.min.js"
+	coldPoolURL := "https://" + short.Addr() + "/cold/d3.min.js"
 	// A first request through the PoP opens its connection to the origin
 	// and shows the PoP's work on the script.
 	req, _ := http.NewRequest(http.MethodGet, popURL, nil)
@@ -375,6 +388,10 @@ func TestEdgeLab(t *testing.T) {
 		// (under -race above all).
 		{name: "PoP h2 resumed", cfg: classConfig(config(popURL, edgebench.H2, header()), edgebench.ClassResumed),
 			wantHandshake: 2 * shortRTT, wantTTFB: 3*shortRTT + longRTT},
+		// A PoP without a warm pool pays the origin's TCP and TLS round
+		// trips too.
+		{name: "PoP h2 cold pool", cfg: config(coldPoolURL, edgebench.H2, header()),
+			wantHandshake: 2 * shortRTT, wantTTFB: 3*shortRTT + 3*longRTT},
 	}
 	// quic-go v0.63.0's client races with itself on 0-RTT
 	// (quic-go/quic-go#4303): under -race the 0-RTT row and the early-data
@@ -407,7 +424,10 @@ func TestEdgeLab(t *testing.T) {
 	// loaded machine only adds time, so both sides take their fastest
 	// request.
 	loopURL := "https://" + pop.HTTPSAddr() + "/d3.min.js"
-	for _, row := range rows[4:] {
+	for _, row := range rows {
+		if len(row.cfg.Mix) == 0 {
+			continue
+		}
 		class := row.cfg.Mix[0].Class
 		if o := row.res.Outcomes[string(class)]; o == nil || o.Count != row.cfg.Requests || len(row.res.Outcomes) != 1 {
 			t.Errorf("%s: outcomes %v, want %d requests of %s", row.name, row.res.Outcomes, row.cfg.Requests, class)
@@ -429,6 +449,8 @@ func TestEdgeLab(t *testing.T) {
 	var table strings.Builder
 	labWriteTable(&table, rows)
 	table.WriteString("\n")
+	labWriteSplit(&table, rows, shortRTT)
+	table.WriteString("\n")
 	results := make([]*edgebench.Result, len(rows))
 	for i, row := range rows {
 		results[i] = row.res
@@ -445,6 +467,7 @@ func TestEdgeLab(t *testing.T) {
 	if !raceEnabled {
 		labEarlyData(t, "https://"+short.Addr(), phone, &originEarly)
 	}
+	labCheckSplit(t, rows, shortRTT, longRTT)
 
 	direct, popH2, popIdentity, popH3 := rows[0].res, rows[2].res, rows[1].res, rows[3].res
 	// Nothing beats the speed of light: the relays charge every round trip.

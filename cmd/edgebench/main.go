@@ -72,7 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", 10*time.Second, "load mode: how long to send")
 	classList := fs.String("class", "", "connection classes, comma-separated, each measured as its own target: new, resumed, 0rtt (0rtt: h3 only)")
 	mixList := fs.String("mix", "", "one target dealing classes by weight, e.g. new=20,resumed=70,0rtt=10 (0rtt: h3 only)")
-	htmlOut := fs.String("html", "", "also write a self-contained HTML report (latency CDFs, responses and errors per second) to this file")
+	htmlOut := fs.String("html", "", "also write a self-contained HTML report (latency CDFs, the first byte's split by a PoP's Server-Timing, responses and errors per second) to this file")
 	jsonOut := fs.Bool("json", false, "print results as JSON (durations in nanoseconds) instead of a table")
 	quiet := fs.Bool("q", false, "no progress on stderr")
 	if err := fs.Parse(args); err != nil {

@@ -316,3 +316,63 @@ func TestProbeServerTimingSumSaturates(t *testing.T) {
 		}
 	}
 }
+
+// Behind a PoP's server_timing entries, -json carries each outcome's split
+// under its documented names, the table its rows and the page its bars;
+// a target without the entries reads "no Server-Timing".
+func TestSplitJSONTableAndHTML(t *testing.T) {
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Server-Timing", `edge;dur=0.02, origin;dur=0.03, origin-conn;desc=new, origin-dial;dur=0.01, origin-tls;dur=0.01, client;desc="h2 tls=new", rtt;dur=0.005`)
+		w.Write([]byte("hello"))
+	}))
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	plain := startServer(t, "plain") // origin;dur=2 only: no edge, but origin: a split
+	bare := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("bare")) }))
+	bare.EnableHTTP2 = true
+	bare.StartTLS()
+	t.Cleanup(bare.Close)
+	page := filepath.Join(t.TempDir(), "report.html")
+	var out struct {
+		Results []struct {
+			Outcomes map[string]struct {
+				Split struct {
+					Responses, NoServerTiming, OriginNew, OriginReused, RTTCount, TLSDisagree int
+					Edge, Origin, OriginConnect, LastMile, TTFB                               struct{ P50 time.Duration }
+					PoPTLS                                                                    map[string]int
+				}
+			}
+		}
+	}
+	runJSON(t, &out, "-json", "-k", "-n", "3", "-cold", "-html", page, ts.URL+"/", bare.URL+"/")
+	if len(out.Results) != 2 {
+		t.Fatalf("%d results, want 2", len(out.Results))
+	}
+	s := out.Results[0].Outcomes["all"].Split
+	near := func(got, want time.Duration) bool { return got >= want*999/1000 && got <= want*1001/1000 }
+	if s.Responses != 3 || s.OriginNew != 3 || s.RTTCount != 3 || s.PoPTLS["new"] != 3 || s.TLSDisagree != 0 ||
+		!near(s.Edge.P50, 20*time.Microsecond) || !near(s.Origin.P50, 30*time.Microsecond) || !near(s.OriginConnect.P50, 20*time.Microsecond) ||
+		s.LastMile.P50 <= 0 || s.LastMile.P50 >= s.TTFB.P50 {
+		t.Errorf("-json split %+v", s)
+	}
+	if s := out.Results[1].Outcomes["all"].Split; s.Responses != 0 || s.NoServerTiming != 3 {
+		t.Errorf("-json split of a server without entries: %+v, want 3 without", s)
+	}
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(html), `aria-label="TTFB split"`) || !strings.Contains(string(html), "no Server-Timing") {
+		t.Errorf("the page has no split section, or no 'no Server-Timing' for B")
+	}
+	code, stdout, stderr := runCmd(t, "-k", "-n", "2", "-cold", plain, bare.URL+"/")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, row := range []string{`(?m)^split n\s+2\s+no Server-Timing$`, `(?m)^split origin p50\s+2\.000\s+-\s*$`, `(?m)^split origin-conn\s+reused 0 new 0\s+-\s*$`} {
+		if !regexp.MustCompile(row).MatchString(stdout) {
+			t.Errorf("table has no row matching %s:\n%s", row, stdout)
+		}
+	}
+}

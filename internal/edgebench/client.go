@@ -131,7 +131,8 @@ func (c *client) do(ctx context.Context, cfg *Config, class Class, start time.Ti
 	s := phases.sample(start, headersAt)
 	s.Total = end.Sub(start)
 	s.Status, s.Proto, s.BodyBytes = resp.StatusCode, resp.Proto, n
-	s.ServerTiming = serverTimingDurations(resp.Header.Values("Server-Timing"))
+	s.ServerTiming, s.PoP = serverTimingSample(resp.Header.Values("Server-Timing"))
+	https := req.URL.Scheme == "https"
 	if err != nil {
 		s.Err = fmt.Errorf("%w: %w", errBody, err)
 	}
@@ -142,6 +143,14 @@ func (c *client) do(ctx context.Context, cfg *Config, class Class, start time.Ti
 			s.Err = err
 		}
 		s.Outcome = outcome(class, resumed, early)
+		s.TLSMode = clientTLSMode(https, resumed, early)
+	} else {
+		// Without a class the client keeps no session cache: every
+		// connection, warm or cold, had a full handshake.
+		p := &phases
+		p.mu.Lock()
+		s.TLSMode = clientTLSMode(https, p.tlsState.DidResume, false)
+		p.mu.Unlock()
 	}
 	return s
 }

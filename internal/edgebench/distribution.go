@@ -37,6 +37,10 @@ type OutcomeStats struct {
 	Asked                  Class
 	Count                  int
 	TTFB, Total, Handshake Summary
+	// Split is the outcome's TTFB split by the PoP's Server-Timing
+	// entries (last mile, PoP, origin), with what the PoP saw of the
+	// connections; its NoServerTiming counts responses without them.
+	Split *SplitStats
 }
 
 // ClassErrors counts failed requests of one asked class (a failed request
@@ -47,6 +51,7 @@ type ClassErrors map[Class]int
 type outcomeHists struct {
 	asked                  Class
 	ttfb, total, handshake Histogram
+	split                  splitHists
 }
 
 // classAggregate sorts samples into per-outcome histograms and a timeline.
@@ -88,6 +93,7 @@ func (a *classAggregate) add(s Sample, done time.Time) {
 	h.ttfb.Record(s.TTFB)
 	h.total.Record(s.Total)
 	h.handshake.Record(s.Connect + s.TLS)
+	h.split.add(s)
 }
 
 // merge adds o's histograms into a (workers counting apart, joined at the
@@ -106,6 +112,7 @@ func (a *classAggregate) merge(o *classAggregate) {
 		h.ttfb.Merge(&oh.ttfb)
 		h.total.Merge(&oh.total)
 		h.handshake.Merge(&oh.handshake)
+		h.split.merge(&oh.split)
 	}
 	for c, n := range o.errors {
 		a.errors[c] += n
@@ -125,6 +132,7 @@ func (a *classAggregate) summarize() (map[string]*OutcomeStats, ClassErrors, []T
 		out[name] = &OutcomeStats{
 			Asked: h.asked, Count: int(h.total.Count()),
 			TTFB: summarizeHistogram(&h.ttfb), Total: summarizeHistogram(&h.total), Handshake: summarizeHistogram(&h.handshake),
+			Split: h.split.stats(),
 		}
 	}
 	var errs ClassErrors

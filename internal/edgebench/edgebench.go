@@ -152,6 +152,14 @@ type Sample struct {
 	// ServerTiming sums the server's Server-Timing dur per metric name,
 	// each sum at most the largest dur accepted (1e9 ms).
 	ServerTiming map[string]time.Duration
+	// PoP is what the PoP's own entries (edge, origin, origin-conn,
+	// client, rtt...) say about the request, for the split; nil when the
+	// response carried none.
+	PoP *PoPTiming `json:",omitempty"`
+	// TLSMode is the TLS mode the client saw: none (cleartext), new,
+	// resumed or 0rtt; empty for a failed request. The split compares it
+	// with the mode the PoP reports.
+	TLSMode string `json:",omitempty"`
 	// Class is the connection class asked for (empty without a mix);
 	// Outcome what happened: the class itself, or OutcomeNotResumed,
 	// Outcome0RTTRefused, OutcomeUnexpectedResume. Empty for a failed

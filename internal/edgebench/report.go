@@ -90,6 +90,8 @@ type reportPage struct {
 	Rows      []reportRow
 	Errors    []string
 	Precision string
+	Split     *splitChart
+	SplitRows []splitRow
 }
 
 // WriteHTML writes the report as one HTML page.
@@ -143,6 +145,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		page.Charts = append(page.Charts, chart)
 	}
 	page.Charts = append(page.Charts, timelineCharts(page.Targets)...)
+	page.Split, page.SplitRows = splitSection(page.Targets)
 	return reportTemplate.Execute(w, page)
 }
 
@@ -262,7 +265,8 @@ func newChart(title, xLabel, yLabel string) svgChart {
 }
 
 var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
-	"add": func(a, b float64) float64 { return a + b },
+	"add":  func(a, b float64) float64 { return a + b },
+	"half": func(a float64) float64 { return a / 2 },
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -283,6 +287,8 @@ svg text { font: 12px system-ui, sans-serif; fill: #333; }
 .legend { margin: 4px 0 0 0; padding: 0; list-style: none; }
 .legend li { display: inline-block; margin-right: 16px; }
 .note { color: #555; }
+svg text.v { font-size: 11px; }
+#split td { white-space: nowrap; } #split td.wrap { white-space: normal; }
 </style>
 </head>
 <body>
@@ -299,6 +305,23 @@ svg text { font: 12px system-ui, sans-serif; fill: #333; }
 {{range .Rows}}<tr><td><span class="swatch" style="background:{{.Color}}"></span>{{.Target}}</td><td class="l{{if .Mismatch}} mismatch{{end}}">{{.Outcome}}</td><td class="l">{{.Asked}}</td><td>{{.Count}}</td><td>{{.P50}}</td><td>{{.P90}}</td><td>{{.P99}}</td><td>{{.P999}}</td><td>{{.Max}}</td></tr>
 {{end}}</table>
 {{range .Errors}}<p class="mismatch">{{.}}</p>
+{{end}}
+{{with .Split}}{{$c := .}}
+<h2>Where the time to first byte went (median ms, from the PoP's Server-Timing)</h2>
+<p class="note">Per target and outcome, each part is its median over the responses that carried the PoP's entries: last mile = the client's TTFB less what the PoP reports (the phone's link, handshakes and the client), PoP = its own time (edge), origin connect = a new upstream connection's dial and TLS, origin = the upstream's time to first byte. Medians of parts need not add up to the median TTFB, marked by the black tick.</p>
+<svg class="chart bar" xmlns="http://www.w3.org/2000/svg" width="{{.W}}" height="{{.H}}" viewBox="0 0 {{.W}} {{.H}}" role="img" aria-label="TTFB split">
+{{range .Ticks}}<line class="grid" x1="{{.Pos}}" x2="{{.Pos}}" y1="{{$c.PlotY}}" y2="{{add $c.PlotY $c.PlotH}}"/><text x="{{.Pos}}" y="{{add (add $c.PlotY $c.PlotH) 16}}" text-anchor="middle">{{.Label}}</text>
+{{end}}{{range .Bars}}<text x="{{add $c.PlotX -8}}" y="{{add .Y 17}}" text-anchor="end">{{.Label}}</text>
+{{if .Empty}}<text x="{{add $c.PlotX 6}}" y="{{add .Y 17}}" fill="#777">{{.Empty}}</text>
+{{else}}{{$b := .}}{{range .Segments}}<rect x="{{.X}}" y="{{$b.Y}}" width="{{.W}}" height="24" fill="{{.Color}}"><title>{{.Title}}</title></rect>{{if .Text}}<text class="v" x="{{add .X (half .W)}}" y="{{add $b.Y 16}}" text-anchor="middle" style="fill:{{.TextColor}}">{{.Text}}</text>{{end}}
+{{end}}<line x1="{{.TTFBX}}" x2="{{.TTFBX}}" y1="{{add .Y -3}}" y2="{{add .Y 27}}" stroke="#000" stroke-width="2"><title>TTFB p50 {{.TTFB}}</title></line><text x="{{add .EndX 6}}" y="{{add .Y 17}}">{{.TTFB}}</text>
+{{end}}{{end}}<text x="{{add .PlotX .PlotW}}" y="{{add .H -8}}" text-anchor="end">milliseconds</text>
+</svg>
+<ul class="legend">{{range .Legend}}<li><span class="swatch" style="background:{{.Color}}"></span>{{.Name}}</li>{{end}}<li><span class="swatch" style="background:#000;width:3px"></span>TTFB p50</li></ul>
+<table id="split">
+<tr><th>target</th><th class="l">outcome</th><th>split / without</th><th>ttfb</th><th>last mile</th><th>PoP</th><th>origin connect</th><th>origin</th><th>origin reused / new</th><th>PoP rtt</th><th class="l">TLS the PoP saw</th></tr>
+{{range $.SplitRows}}<tr><td>{{.Target}}</td><td class="l">{{.Outcome}}</td><td>{{.Responses}} / {{.Without}}</td>{{if .Empty}}<td class="l" colspan="8">{{.Empty}}</td>{{else}}<td>{{.TTFB}}</td><td>{{.LastMile}}</td><td>{{.Edge}}</td><td>{{.Connect}}</td><td>{{.Origin}}</td><td>{{.Conn}}</td><td>{{.RTT}}</td><td class="l wrap{{if .Disagree}} mismatch{{end}}">{{.TLS}}</td>{{end}}</tr>
+{{end}}</table>
 {{end}}
 {{range .Charts}}{{$c := .}}
 <h2>{{.Title}}</h2>

@@ -19,11 +19,14 @@ import (
 // probe of each class over h3, a refused 0-RTT and a short load mix.
 func reportFromRun(t *testing.T) (*Report, []*Result, *LoadResult) {
 	t.Helper()
+	// It answers as a PoP with server_timing would, so the report has a
+	// split to draw.
+	pop := popHandler(`edge;dur=0.05, origin;dur=0.1, origin-conn;desc=reused`, "")
 	srv := startTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			time.Sleep(5 * time.Millisecond)
 		}
-		w.Write([]byte("hello"))
+		pop.ServeHTTP(w, r)
 	}))
 	report := &Report{Title: "edgebench report test"}
 	var probes []*Result
@@ -65,6 +68,16 @@ func TestReportHTML(t *testing.T) {
 	}
 	if n := strings.Count(html, "<svg class=\"chart\""); n != 4 {
 		t.Errorf("%d charts, want 4 (TTFB and total CDFs, responses and errors per second)", n)
+	}
+	if n := strings.Count(html, "<svg class=\"chart bar\""); n != 1 {
+		t.Errorf("%d split charts, want 1", n)
+	}
+	for _, res := range probes {
+		for name, o := range res.Outcomes {
+			if o.Split == nil || o.Split.Responses != o.Count || !strings.Contains(html, "<td>"+formatMS(o.Split.LastMile.P50)+"</td>") {
+				t.Errorf("%s %s: split %+v, its last mile not on the page", res.Config.Label(), name, o.Split)
+			}
+		}
 	}
 	for _, res := range probes {
 		for _, o := range res.Outcomes {
@@ -136,8 +149,9 @@ func TestReportRendersInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The first three series colours must show: lines were drawn.
-	want := map[[3]uint8]int{{0x00, 0x72, 0xB2}: 0, {0xD5, 0x5E, 0x00}: 0, {0x00, 0x9E, 0x73}: 0}
+	// The first three series colours must show: lines were drawn; and the
+	// split's last mile (light cyan): its bars were drawn.
+	want := map[[3]uint8]int{{0x00, 0x72, 0xB2}: 0, {0xD5, 0x5E, 0x00}: 0, {0x00, 0x9E, 0x73}: 0, {0x88, 0xCC, 0xEE}: 0}
 	b := decoded.Bounds()
 	for y := b.Min.Y; y < b.Max.Y; y++ {
 		for x := b.Min.X; x < b.Max.X; x++ {

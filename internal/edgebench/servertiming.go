@@ -43,16 +43,16 @@ func addServerTiming(sum, d time.Duration) time.Duration {
 // count. Of repeated parameters the first wins (as in the spec); a dur that
 // is not a plain non-negative decimal number is ignored.
 func ParseServerTiming(values ...string) []ServerTimingMetric {
-	return slices.Collect(serverTimingMetrics(values, true))
+	return slices.Collect(serverTimingMetrics(values, everyDesc))
 }
 
 // serverTimingMetrics yields the metrics of Server-Timing header values one
 // at a time, as ParseServerTiming parses them, so that a caller keeping only
 // some of them does not hold a slice of every metric of the response. Names
-// are substrings of values. Without desc, Desc stays empty and a metric
-// costs no allocation (unless its dur is quoted with escapes or not a
-// number).
-func serverTimingMetrics(values []string, desc bool) iter.Seq[ServerTimingMetric] {
+// are substrings of values. Desc is filled in only for the names desc
+// accepts (none when desc is nil); without it a metric costs no allocation
+// (unless its dur is quoted with escapes or not a number).
+func serverTimingMetrics(values []string, desc func(name string) bool) iter.Seq[ServerTimingMetric] {
 	return func(yield func(ServerTimingMetric) bool) {
 		for _, v := range values {
 			p := stParser{s: v, desc: desc}
@@ -74,8 +74,11 @@ func serverTimingMetrics(values []string, desc bool) iter.Seq[ServerTimingMetric
 type stParser struct {
 	s    string
 	i    int
-	desc bool // whether metric fills in Desc
+	desc func(name string) bool // the names whose Desc metric fills in; nil for none
 }
+
+// everyDesc fills in every metric's Desc.
+func everyDesc(string) bool { return true }
 
 func (p *stParser) done() bool { return p.i >= len(p.s) }
 
@@ -128,7 +131,7 @@ func (p *stParser) metric() (ServerTimingMetric, bool) {
 			m.Dur, m.HasDur = parseDurMS(unescape(value))
 		case strings.EqualFold(name, "desc") && !seenDesc:
 			seenDesc = true
-			if p.desc {
+			if p.desc != nil && p.desc(m.Name) {
 				m.Desc = unescape(value)
 			}
 		}
@@ -211,14 +214,23 @@ func parseDurMS(s string) (time.Duration, bool) {
 	return time.Duration(math.Round(ms * 1e6)), true
 }
 
-// serverTimingDurations sums each metric's dur by name for one response,
-// for at most maxTimingNames names (see timingKey): the rest are summed
-// under timingOther. Each sum saturates at maxServerTiming. It keeps no
-// metric it does not add, and clones the names it keeps, so a sample holds
-// neither a metric per entry nor the header itself.
-func serverTimingDurations(values []string) map[string]time.Duration {
+// serverTimingSample reads one response's Server-Timing header values: the
+// per-name sums of their durs, for at most maxTimingNames names (see
+// timingKey; the rest are summed under timingOther), each sum saturating at
+// maxServerTiming; and the PoP's entries the split reads (see [PoPTiming]),
+// nil when there are none. It keeps no metric it does not add, and clones
+// the names it keeps, so a sample holds neither a metric per entry nor the
+// header itself; only the PoP's desc entries are unescaped.
+func serverTimingSample(values []string) (map[string]time.Duration, *PoPTiming) {
 	var durs map[string]time.Duration
-	for m := range serverTimingMetrics(values, false) {
+	var pop *PoPTiming
+	for m := range serverTimingMetrics(values, popDesc) {
+		if popName(m.Name) != "" {
+			if pop == nil {
+				pop = &PoPTiming{}
+			}
+			pop.add(m)
+		}
 		if !m.HasDur {
 			continue
 		}
@@ -231,7 +243,33 @@ func serverTimingDurations(values []string) map[string]time.Duration {
 		}
 		durs[name] = addServerTiming(durs[name], m.Dur)
 	}
+	return durs, pop
+}
+
+// serverTimingDurations is the per-name sums of serverTimingSample.
+func serverTimingDurations(values []string) map[string]time.Duration {
+	durs, _ := serverTimingSample(values)
 	return durs
+}
+
+// popDesc says which metrics' desc the split reads.
+func popDesc(name string) bool {
+	n := popName(name)
+	return n == stOriginConn || n == stClient
+}
+
+// popName is the split's name for a metric name (case-insensitive), ""
+// for a name it does not read. It allocates nothing.
+func popName(name string) string {
+	if len(name) < len(stRTT) || len(name) > len(stOriginConn) {
+		return ""
+	}
+	for _, n := range [...]string{stEdge, stOrigin, stOriginConn, stOriginDial, stOriginTLS, stClient, stRTT} {
+		if strings.EqualFold(name, n) {
+			return n
+		}
+	}
+	return ""
 }
 
 func isOWS(c byte) bool   { return c == ' ' || c == '\t' }

@@ -1,8 +1,10 @@
 package edgebench
 
 import (
+	"math"
 	"reflect"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -78,6 +80,9 @@ func FuzzParseServerTiming(f *testing.F) {
 		`a;desc="unterminated, b;dur=2`,
 		`x;dur=999999999.999999`,
 		`x;dur=999999999, x;dur=999999999, x;dur=1`,
+		`edge;dur=1.250, origin;dur=251.000, origin-conn;desc=new, origin-dial;dur=0.2, origin-tls;dur=500, client;desc="h3 tls=0rtt", rtt;dur=20`,
+		`edge;dur=999999999, origin;dur=999999999, origin-dial;dur=999999999, origin-tls;dur=999999999, EDGE;dur=-1`,
+		`client;desc="h2 tls=resumed tls=new", origin-conn;desc="re\"used", client;desc=h9`,
 	} {
 		f.Add(seed)
 	}
@@ -91,9 +96,32 @@ func FuzzParseServerTiming(f *testing.F) {
 				t.Fatalf("metric %+v: dur out of range", m)
 			}
 		}
-		for name, d := range serverTimingDurations([]string{header}) {
+		durs, pop := serverTimingSample([]string{header})
+		for name, d := range durs {
 			if d < 0 || d > maxServerTiming {
 				t.Fatalf("%s: durs sum to %v, out of range", name, d)
+			}
+		}
+		// The split: every part in range for any TTFB, and its strings
+		// from a closed set.
+		if pop != nil {
+			for _, d := range []time.Duration{pop.Edge, pop.Origin, pop.OriginDial, pop.OriginTLS, pop.RTT} {
+				if d < 0 || d > maxServerTiming {
+					t.Fatalf("PoP timing %+v: out of range", pop)
+				}
+			}
+			if !slices.Contains([]string{"", ConnReused, ConnNew, DescOther}, pop.OriginConn) ||
+				!slices.Contains([]string{"", "h1", "h2", "h3", DescOther}, pop.ClientProto) ||
+				!slices.Contains([]string{"", TLSNone, TLSNew, TLSResumed, TLS0RTT, DescOther}, pop.ClientTLS) {
+				t.Fatalf("PoP timing %+v: a desc outside the known values", pop)
+			}
+			for _, ttfb := range []time.Duration{-1, 0, time.Millisecond, maxServerTiming, math.MaxInt64} {
+				split, _ := splitTTFB(ttfb, pop)
+				for _, d := range []time.Duration{split.LastMile, split.Edge, split.OriginConnect, split.Origin} {
+					if d < 0 {
+						t.Fatalf("split of %v by %+v: %+v has a negative part", ttfb, pop, split)
+					}
+				}
 			}
 		}
 		formatted := formatServerTiming(metrics)

@@ -37,6 +37,7 @@ func WriteTable(w io.Writer, results ...*Result) {
 	})
 	g.serverTiming(func(i int) map[string]TimingStats { return results[i].ServerTiming })
 	g.outcomes(func(i int) map[string]*OutcomeStats { return results[i].Outcomes })
+	g.split(func(i int) map[string]*OutcomeStats { return results[i].Outcomes })
 	writeReport(w, legend, g)
 }
 
@@ -69,6 +70,7 @@ func WriteLoadTable(w io.Writer, results ...*LoadResult) {
 	})
 	g.serverTiming(func(i int) map[string]TimingStats { return results[i].ServerTiming })
 	g.outcomes(func(i int) map[string]*OutcomeStats { return results[i].Outcomes })
+	g.split(func(i int) map[string]*OutcomeStats { return results[i].Outcomes })
 	writeReport(w, legend, g)
 	for _, n := range notes {
 		fmt.Fprintln(w, n)
@@ -205,6 +207,125 @@ func (g *grid) outcomes(outcomes func(target int) map[string]*OutcomeStats) {
 			})
 		}
 	}
+}
+
+// split adds, per outcome, the medians of the TTFB's split by the PoP's
+// Server-Timing entries (see [SplitStats]) and what the PoP saw of the
+// connections. A target whose responses of that outcome carried none of
+// the entries reads "no Server-Timing".
+func (g *grid) split(outcomes func(target int) map[string]*OutcomeStats) {
+	names := map[string]bool{}
+	for i := range g.targets {
+		for name, o := range outcomes(i) {
+			if o.Split != nil {
+				names[name] = true
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		prefix := "split " + name
+		if name == OutcomeAll {
+			prefix = "split"
+		}
+		get := func(i int) *SplitStats {
+			if o := outcomes(i)[name]; o != nil {
+				return o.Split
+			}
+			return nil
+		}
+		some := func(f func(*SplitStats) bool) bool {
+			for i := range g.targets {
+				if s := get(i); s != nil && s.Responses > 0 && f(s) {
+					return true
+				}
+			}
+			return false
+		}
+		if !some(func(*SplitStats) bool { return true }) {
+			g.text(prefix, func(i int) string {
+				if get(i) == nil {
+					return "-"
+				}
+				return "no Server-Timing"
+			})
+			continue
+		}
+		g.text(prefix+" n", func(i int) string {
+			s := get(i)
+			switch {
+			case s == nil:
+				return "-"
+			case s.Responses == 0:
+				return "no Server-Timing"
+			case s.NoServerTiming > 0:
+				return fmt.Sprintf("%d (%d without)", s.Responses, s.NoServerTiming)
+			}
+			return strconv.Itoa(s.Responses)
+		})
+		ms := func(label string, f func(*SplitStats) time.Duration) {
+			g.text(prefix+" "+label+" p50", func(i int) string {
+				if s := get(i); s != nil && s.Responses > 0 {
+					return formatMS(f(s))
+				}
+				return "-"
+			})
+		}
+		ms("ttfb", func(s *SplitStats) time.Duration { return s.TTFB.P50 })
+		ms("last mile", func(s *SplitStats) time.Duration { return s.LastMile.P50 })
+		ms("pop", func(s *SplitStats) time.Duration { return s.Edge.P50 })
+		if some(func(s *SplitStats) bool { return s.OriginNew > 0 }) {
+			ms("origin connect", func(s *SplitStats) time.Duration { return s.OriginConnect.P50 })
+		}
+		ms("origin", func(s *SplitStats) time.Duration { return s.Origin.P50 })
+		if some(func(s *SplitStats) bool { return s.Overrun > 0 }) {
+			g.text(prefix+" pop > ttfb", func(i int) string {
+				if s := get(i); s != nil && s.Responses > 0 {
+					return strconv.Itoa(s.Overrun)
+				}
+				return "-"
+			})
+		}
+		g.text(prefix+" origin-conn", func(i int) string {
+			if s := get(i); s != nil && s.Responses > 0 {
+				return fmt.Sprintf("reused %d new %d", s.OriginReused, s.OriginNew)
+			}
+			return "-"
+		})
+		if some(func(s *SplitStats) bool { return s.RTTCount > 0 }) {
+			g.text(prefix+" pop rtt p50", func(i int) string {
+				if s := get(i); s != nil && s.RTTCount > 0 {
+					return formatMS(s.RTT.P50)
+				}
+				return "-"
+			})
+		}
+		g.text(prefix+" pop tls", func(i int) string {
+			if s := get(i); s != nil && s.Responses > 0 {
+				return tlsList(s)
+			}
+			return "-"
+		})
+	}
+}
+
+// tlsList is the TLS modes the PoP saw, "resumed 8", and how many of them
+// the client disagrees with.
+func tlsList(s *SplitStats) string {
+	var parts []string
+	for _, mode := range slices.Sorted(maps.Keys(s.PoPTLS)) {
+		parts = append(parts, fmt.Sprintf("%s %d", mode, s.PoPTLS[mode]))
+	}
+	out := strings.Join(parts, " ")
+	if out == "" {
+		out = "-"
+	}
+	if s.TLSDisagree > 0 {
+		out += fmt.Sprintf(" (client disagrees: %d)", s.TLSDisagree)
+	}
+	if s.ProtoDisagree > 0 {
+		out += fmt.Sprintf(" (protocol disagrees: %d)", s.ProtoDisagree)
+	}
+	return out
 }
 
 // figure is one measured duration of a result type.
