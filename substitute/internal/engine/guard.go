@@ -261,7 +261,14 @@ func (g *guard) run(s *Set, a *attempt, t *state, buf []byte, j, k, soft int, de
 	limit := j + s.maxMatch // the last byte the attempt may consume
 	slotMask, strideMask, shift := int64(len(g.revAt)-1), g.stride-1, bits.TrailingZeros64(uint64(g.stride))
 	for ; k < len(buf); k++ {
-		t = s.step(t, buf[k])
+		// s.step, inlined: guarded attempts are short, a call per byte
+		// is a good part of their cost.
+		c := int(s.classes[buf[k]])
+		n := t.to(c)
+		if n == nil {
+			n = s.dfa.build(t, c)
+		}
+		t = n
 		if t.match >= 0 {
 			a.bestLen, a.bestRule = k-j, t.match
 		}
