@@ -261,7 +261,14 @@ func (g *guard) run(s *Set, a *attempt, t *state, buf []byte, j, k, soft int, de
 	limit := j + s.maxMatch // the last byte the attempt may consume
 	slotMask, strideMask, shift := int64(len(g.revAt)-1), g.stride-1, bits.TrailingZeros64(uint64(g.stride))
 	for ; k < len(buf); k++ {
-		t = s.step(t, buf[k])
+		// s.step, inlined: guarded attempts are short, a call per byte
+		// is a good part of their cost.
+		c := int(s.classes[buf[k]])
+		n := t.to(c)
+		if n == nil {
+			n = s.dfa.build(t, c)
+		}
+		t = n
 		if t.match >= 0 {
 			a.bestLen, a.bestRule = k-j, t.match
 		}
@@ -274,7 +281,9 @@ func (g *guard) run(s *Set, a *attempt, t *state, buf []byte, j, k, soft int, de
 		if k == soft {
 			return t, k, runSettled
 		}
-		if q := int64(k) + delta; soft >= 0 && q&strideMask == 0 && q <= g.top {
+		// A kept state is tested only where it can save more steps than
+		// the test costs (a few): an attempt near its last end runs on.
+		if q := int64(k) + delta; k+usefulMin < soft && q&strideMask == 0 && q <= g.top {
 			if slot := q >> shift & slotMask; g.revPos[slot] == q && !g.useful(t, g.revAt[slot]) {
 				return t, k, runSettled
 			}
@@ -282,6 +291,10 @@ func (g *guard) run(s *Set, a *attempt, t *state, buf []byte, j, k, soft int, de
 	}
 	return t, k, runStarved
 }
+
+// usefulMin is the least number of steps left before soft for which
+// guard.run tests a kept backward state: a test costs about as much as that.
+const usefulMin = 4
 
 // useful reports whether some thread of t, the forward state after the
 // byte at a position q, can still complete a match the scans know of: b,
@@ -373,8 +386,20 @@ func (g *guard) only(s *Set, j int64) (int64, bool) {
 	if !s.guardA.exact {
 		return 0, false
 	}
+	return g.onlyEnd(s, j)
+}
+
+// onlyEnd is only for a Set whose guardAutomata are exact.
+func (g *guard) onlyEnd(s *Set, j int64) (int64, bool) {
 	e := g.nextEnd(j + int64(s.minLen))
 	return e, g.prevEnd(min(j+int64(s.guardA.reach), g.top), e+1) < 0
+}
+
+// covered reports whether the scans cover the reach of the candidate at
+// body offset pos (cover has nothing to do): small enough to inline, where
+// a call of cover per candidate measured several percent on dense bodies.
+func (g *guard) covered(reach int, pos int64) bool {
+	return g.done || g.top >= pos+int64(reach)
 }
 
 // cover advances the scans over buf until every match that could start at
@@ -402,8 +427,9 @@ func (g *guard) advance(a *guardAutomata, pre *prefilter, buf []byte, j int, pre
 	g.clearRange(g.ends, g.uPos, int64(hi)+delta+1)
 	t := g.u
 	fwd := a.fwd
+	classes := fwd.classes
 	for k := ui; k < hi; k++ {
-		c := int(fwd.classes[buf[k]])
+		c := int(classes[buf[k]])
 		n := t.to(c)
 		if n == nil {
 			n = fwd.build(t, c)
@@ -456,6 +482,16 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 	}
 	inject := len(bwd.classRep)
 	slotMask := int64(len(g.revAt) - 1)
+	classes, strideMask := bwd.classes, g.stride-1
+	shift := bits.TrailingZeros64(uint64(g.stride))
+	crossedLo := top - g.crossedMask
+	union := func(t *state) *state { // t where a match ends
+		n := t.to(inject)
+		if n == nil {
+			n = bwd.union(t, inject)
+		}
+		return n
+	}
 	var t *state
 	for p := top; p >= lo; p-- {
 		if t == nil || t.empty {
@@ -466,17 +502,15 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 				return
 			}
 			p = e
-			t = a.bEmpty[prevClass(byteAt(p))]
-		} else if p >= top-g.crossedMask {
-			q := p & g.crossedMask
-			g.crossed[q>>6] |= 1 << (q & 63)
-		}
-		if g.bit(g.ends, p) {
-			n := t.to(inject)
-			if n == nil {
-				n = bwd.union(t, inject)
+			t = union(a.bEmpty[prevClass(byteAt(p))])
+		} else {
+			if p >= crossedLo {
+				q := p & g.crossedMask
+				g.crossed[q>>6] |= 1 << (q & 63)
 			}
-			t = n
+			if g.bit(g.ends, p) {
+				t = union(t)
+			}
 		}
 		if p == 0 {
 			if bwd.eofMatch(t) >= 0 {
@@ -484,7 +518,15 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 			}
 			return
 		}
-		c := int(bwd.classes[byte(byteAt(p-1))])
+		// The byte before p: in buf but for the first of a body's
+		// segments (prev) or past its end.
+		var b byte
+		if i := p - 1 - delta; uint64(i) < uint64(len(buf)) {
+			b = buf[i]
+		} else {
+			b = byte(byteAt(p - 1))
+		}
+		c := int(classes[b])
 		n := t.to(c)
 		if n == nil {
 			n = bwd.build(t, c)
@@ -493,8 +535,8 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 		if t.match >= 0 {
 			g.set(g.marks, p)
 		}
-		if q := p - 1; q&(g.stride-1) == 0 && !t.empty {
-			slot := q >> bits.TrailingZeros64(uint64(g.stride)) & slotMask
+		if q := p - 1; q&strideMask == 0 && !t.empty {
+			slot := q >> shift & slotMask
 			if q <= old && g.revPos[slot] == q && g.revAt[slot] == t {
 				return
 			}

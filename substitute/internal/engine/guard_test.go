@@ -175,3 +175,34 @@ func TestGuardTurnsOnOnlyWhenAttemptsReadTooMuch(t *testing.T) {
 		t.Error("a{1,1000}b over a run of a: the guard stayed off")
 	}
 }
+
+// TestGuardCoveredSkipsOnlyANoOpCover: guard.covered, the inlined test that
+// lets a guarded candidate skip its call of cover, says yes only where cover
+// has nothing to do (the scans stay where they are and cover says yes), and
+// says yes wherever cover just succeeded.
+func TestGuardCoveredSkipsOnlyANoOpCover(t *testing.T) {
+	rng := rand.New(rand.NewPCG(32, 2))
+	for it := range 100 {
+		rules := randRules(rng)
+		var body []byte
+		for range rng.IntN(200) {
+			body = append(body, guardAlpha[rng.IntN(len(guardAlpha))]...)
+		}
+		s := mustCompile(t, rules, Options{MaxMatch: 16 + rng.IntN(64)})
+		s.guardRing = 128
+		a := s.guardAutomata()
+		g := new(guard)
+		g.restart(a, 0, 0)
+		final := rng.IntN(2) == 0
+		for j := 0; j < len(body); j += 1 + rng.IntN(8) {
+			if g.covered(a.reach, int64(j)) {
+				top, u, done := g.top, g.uPos, g.done
+				if !g.cover(s, body, j, -1, final, 0) || g.top != top || g.uPos != u || g.done != done {
+					t.Fatalf("#%d rules %+v body %q: covered at %d, but cover moved the scans (top %d to %d)", it, rules, body, j, top, g.top)
+				}
+			} else if g.cover(s, body, j, -1, final, 0) && !g.covered(a.reach, int64(j)) {
+				t.Fatalf("#%d rules %+v body %q: cover at %d succeeded (top %d), covered says no", it, rules, body, j, g.top)
+			}
+		}
+	}
+}

@@ -330,7 +330,9 @@ func (st *Stream) processGuarded(buf []byte, start, from int, final bool) int {
 			if !g.on || pos > g.uPos {
 				g.restart(a, pos, prevClass(st.prevByte(buf, start, i)))
 			}
-			g.cover(s, buf, i, st.prev, final, delta)
+			if !g.covered(a.reach, pos) {
+				g.cover(s, buf, i, st.prev, final, delta)
+			}
 			m := g.nextMark(pos)
 			if g.done {
 				if m > g.top {
@@ -352,7 +354,7 @@ func (st *Stream) processGuarded(buf []byte, start, from int, final bool) int {
 			// Decided (the scans cover the candidate's reach): attempt it
 			// if a match can begin there. Undecided: wait for more input,
 			// rather than run an attempt the scans cannot cut short.
-			if !g.cover(s, buf, j, st.prev, final, delta) {
+			if !g.covered(a.reach, m) && !g.cover(s, buf, j, st.prev, final, delta) {
 				st.waiting = true
 				st.write(buf[emit:j])
 				return j
