@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -227,14 +226,7 @@ https://localhost:{$HTTPS_PORT} {
 	if proto == "HTTP/3.0" {
 		args = append(args, "--enable-quic", fmt.Sprintf("--origin-to-force-quic-on=localhost:%d", c.HTTPSPort))
 	}
-	args = append(args, "--dump-dom", c.HTTPSURL("/"))
-	cmd := exec.CommandContext(ctx, chromium, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	dom, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("chromium: %v\n%s", err, stderr.String())
-	}
+	dom, stderr := testchromium.DumpDOM(ctx, t, chromium, args, c.HTTPSURL("/"))
 	entries := readAccessLog(t, accessLog)
 	var first, second *accessEntry
 	tries := 0
@@ -249,7 +241,7 @@ https://localhost:{$HTTPS_PORT} {
 		}
 	}
 	if first == nil || second == nil {
-		t.Fatalf("access log lacks the requests for app.1.js or app.2.js:\n%+v\nDOM: %s\nchromium: %s", entries, dom, stderr.String())
+		t.Fatalf("access log lacks the requests for app.1.js or app.2.js:\n%+v\nDOM: %s\nchromium: %s", entries, dom, stderr)
 	}
 	t.Logf("app.1.js: %s %v, %d bytes; app.2.js (after %d probes): %s %v, %d bytes; its request Accept-Encoding %v, Available-Dictionary %v",
 		first.Request.Proto, first.RespHeaders["Content-Encoding"], first.Size, tries,
@@ -272,7 +264,7 @@ https://localhost:{$HTTPS_PORT} {
 	}
 	for _, marker := range []string{`data-v1="ran"`, `data-v2="ran"`, `data-done="1"`} {
 		if !bytes.Contains(dom, []byte(marker)) {
-			t.Errorf("the page lacks %s: version 2 did not run after being decoded by Chromium\nchromium: %s\nDOM: %.300s", marker, grepLines(stderr.String(), "CONSOLE"), bytes.TrimPrefix(dom, []byte("<!DOCTYPE html>\n")))
+			t.Errorf("the page lacks %s: version 2 did not run after being decoded by Chromium\nchromium: %s\nDOM: %.300s", marker, grepLines(stderr, "CONSOLE"), bytes.TrimPrefix(dom, []byte("<!DOCTYPE html>\n")))
 		}
 	}
 }

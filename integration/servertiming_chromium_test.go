@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -13,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -214,14 +212,7 @@ https://notao.localhost:{$HTTPS_PORT} {
 		wantProto = "h3"
 		args = append(args, "--enable-quic", fmt.Sprintf("--origin-to-force-quic-on=localhost:%[1]d,tao.localhost:%[1]d,notao.localhost:%[1]d", c.HTTPSPort))
 	}
-	args = append(args, "--dump-dom", c.HTTPSURL("/"))
-	cmd := exec.CommandContext(ctx, chromium, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	dom, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("chromium: %v\n%s", err, stderr.String())
-	}
+	dom, stderr := testchromium.DumpDOM(ctx, t, chromium, args, c.HTTPSURL("/"))
 	_, rest, _ := strings.Cut(string(dom), `<pre id="out">`)
 	text, _, _ := strings.Cut(rest, "</pre>")
 	var page struct {
@@ -230,7 +221,7 @@ https://notao.localhost:{$HTTPS_PORT} {
 		Entries   []browserTiming `json:"entries"`
 	}
 	if err := json.Unmarshal([]byte(html.UnescapeString(text)), &page); err != nil {
-		t.Fatalf("page result %q: %v\nchromium stderr:\n%s", text, err, stderr.String())
+		t.Fatalf("page result %q: %v\nchromium stderr:\n%s", text, err, stderr)
 	}
 	if !slices.Equal(page.Ran, []bool{true, true, true}) {
 		t.Fatalf("scripts ran %v: %s", page.Ran, text)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -148,14 +147,7 @@ https://clone.example:{$HTTPS_PORT} {
 	if proto == "HTTP/3.0" {
 		args = append(args, "--enable-quic", "--origin-to-force-quic-on="+cloneHost)
 	}
-	args = append(args, "--dump-dom", "https://"+cloneHost+"/")
-	cmd := exec.CommandContext(ctx, chromium, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	dom, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("chromium: %v\n%s", err, stderr.String())
-	}
+	dom, stderr := testchromium.DumpDOM(ctx, t, chromium, args, "https://"+cloneHost+"/")
 	// The readiness probes (waitTLSName) are the test's, not the page's.
 	notProbe := func(e accessEntry) bool { return e.Request.URI == readyPath }
 	popEntries := slices.DeleteFunc(readAccessLog(t, popLog), notProbe)
@@ -207,7 +199,7 @@ https://clone.example:{$HTTPS_PORT} {
 		t.Errorf("the clone's page still names origin.example")
 	}
 	if t.Failed() {
-		t.Logf("requests:%s\nDOM: %.2000s\nchromium: %s", report(), dom, grepLines(stderr.String(), "CONSOLE"))
+		t.Logf("requests:%s\nDOM: %.2000s\nchromium: %s", report(), dom, grepLines(stderr, "CONSOLE"))
 	} else {
 		t.Logf("%d requests through the PoP over %s, %d at the origin, all through the PoP:%s", len(popEntries), proto, len(originEntries), report())
 	}

@@ -4,6 +4,8 @@
 package testchromium
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"testing"
@@ -39,4 +41,20 @@ func Args(profileDir string, extra ...string) []string {
 		"--user-data-dir=" + profileDir,
 		"--enable-logging=stderr", "--v=0",
 	}, extra...)
+}
+
+// DumpDOM runs chromium with args (Args' flags and the test's own) on url
+// with --dump-dom and returns the page's DOM when it has loaded, and what
+// chromium wrote on stderr (console messages, with Args' logging flags).
+// A failed run fails t, showing that stderr.
+func DumpDOM(ctx context.Context, t testing.TB, chromium string, args []string, url string) (dom []byte, stderr string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, chromium, append(args, "--dump-dom", url)...)
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	dom, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium: %v\n%s", err, errOut.String())
+	}
+	return dom, errOut.String()
 }
