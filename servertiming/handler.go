@@ -91,6 +91,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		t.writeHeaderFields(w.Header(), status, false)
 	}
 	total := time.Since(t.start)
+	// An upstream's Timing-Allow-Origin trailer, which reverse_proxy adds
+	// to the map after the body, under the name or the TrailerPrefix one.
+	t.setTAO(w.Header())
 	sub, hasSub := t.durVar(VarSubstitute)
 	if t.w.trailer {
 		b := appendDur(t.buf[:0], nameTotal, total)
@@ -198,11 +201,51 @@ func (t *timing) writeHeaderFields(hdr http.Header, status int, trailer bool) {
 	hdr[key] = append(prev[:len(prev):len(prev)], value) // never into an upstream's array
 	// Who may read the entries is the operator's choice: an upstream's
 	// Timing-Allow-Origin (a `*`, or the request's Origin reflected) would
-	// open them to any page.
+	// open them to any page, in the header or as a trailer.
+	undeclareTAO(hdr)
+	t.setTAO(hdr)
+}
+
+// setTAO makes the configured Timing-Allow-Origin the only one in hdr,
+// under any spelling of the name, the http.TrailerPrefix one too (an
+// upstream's trailer), or removes them all when none is configured.
+func (t *timing) setTAO(hdr http.Header) {
+	for k := range hdr {
+		if k != fieldTAO && strings.EqualFold(strings.TrimPrefix(k, http.TrailerPrefix), fieldTAO) {
+			delete(hdr, k)
+		}
+	}
 	if t.h.tao != "" {
 		hdr[fieldTAO] = []string{t.h.tao}
 	} else {
 		delete(hdr, fieldTAO)
+	}
+}
+
+// undeclareTAO removes Timing-Allow-Origin from hdr's Trailer field: an
+// upstream that declares it would send its own value after the body (and
+// quic-go would leave the configured one out of the header).
+func undeclareTAO(hdr http.Header) {
+	vals, ok := hdr["Trailer"]
+	if !ok {
+		return
+	}
+	out := make([]string, 0, len(vals))
+	for _, v := range vals {
+		var names []string
+		for name := range strings.SplitSeq(v, ",") {
+			if name = strings.TrimSpace(name); name != "" && !strings.EqualFold(name, fieldTAO) {
+				names = append(names, name)
+			}
+		}
+		if len(names) > 0 {
+			out = append(out, strings.Join(names, ", "))
+		}
+	}
+	if len(out) == 0 {
+		delete(hdr, "Trailer")
+	} else {
+		hdr["Trailer"] = out
 	}
 }
 
