@@ -95,6 +95,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// to the map after the body, under the name or the TrailerPrefix one.
 	t.setTAO(w.Header())
 	sub, hasSub := t.durVar(VarSubstitute)
+	if n := t.w.h1Header; n > 0 {
+		// An upstream's declared trailer over HTTP/1.1: reverse_proxy added
+		// its values after the header's, which net/http would repeat in
+		// the trailer. The trailer is the upstream's alone (no PoP trailer
+		// on HTTP/1.1).
+		hdr := w.Header()
+		if v := hdr[fieldServerTiming][min(n, len(hdr[fieldServerTiming])):]; len(v) > 0 {
+			hdr[fieldServerTiming] = v
+		} else {
+			delete(hdr, fieldServerTiming)
+		}
+	}
 	if t.w.trailer {
 		b := appendDur(t.buf[:0], nameTotal, total)
 		if hasSub {
@@ -199,6 +211,11 @@ func (t *timing) writeHeaderFields(hdr http.Header, status int, trailer bool) {
 	}
 	prev := hdr[key]
 	hdr[key] = append(prev[:len(prev):len(prev)], value) // never into an upstream's array
+	if trailer && t.r.ProtoMajor < 2 && declaresTrailer(hdr) {
+		// HTTP/1.1 sends the declared field's values in the map after the
+		// body as the trailer: the header's are there too (see ServeHTTP).
+		t.w.h1Header = len(hdr[key])
+	}
 	// Who may read the entries is the operator's choice: an upstream's
 	// Timing-Allow-Origin (a `*`, or the request's Origin reflected) would
 	// open them to any page, in the header or as a trailer.

@@ -17,6 +17,9 @@ type writer struct {
 	t           *timing
 	wroteHeader bool
 	trailer     bool
+	// h1Header is, on HTTP/1.1 with a declared Server-Timing trailer, the
+	// number of Server-Timing values the header went out with.
+	h1Header int
 }
 
 // WriteHeader adds the entries to a final header. A 1xx (103 Early Hints
