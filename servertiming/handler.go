@@ -95,13 +95,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// to the map after the body, under the name or the TrailerPrefix one.
 	t.setTAO(w.Header())
 	sub, hasSub := t.durVar(VarSubstitute)
+	if t.w.wroteHeader {
+		// The upstream's trailer, as reverse_proxy added it: undeclared,
+		// or declared where the header's entries went under streamedKey.
+		hdr := w.Header()
+		dropOwnNamesIn(hdr, trailerKey)
+		if t.w.split {
+			dropOwnNamesIn(hdr, fieldServerTiming)
+		}
+	}
 	if n := t.w.h1Header; n > 0 {
 		// An upstream's declared trailer over HTTP/1.1: reverse_proxy added
 		// its values after the header's, which net/http would repeat in
 		// the trailer. The trailer is the upstream's alone (no PoP trailer
 		// on HTTP/1.1).
 		hdr := w.Header()
-		if v := hdr[fieldServerTiming][min(n, len(hdr[fieldServerTiming])):]; len(v) > 0 {
+		if v := dropOwnNames(hdr[fieldServerTiming][min(n, len(hdr[fieldServerTiming])):]); len(v) > 0 {
 			hdr[fieldServerTiming] = v
 		} else {
 			delete(hdr, fieldServerTiming)
@@ -187,6 +196,10 @@ func (t *timing) writeHeaderFields(hdr http.Header, status int, trailer bool) {
 		b = appendDur(b, nameThrottle, t.throttle)
 	}
 	value := string(b)
+	// The upstream's entries named as the PoP's would come first, and a
+	// RUM script reads the first of a name.
+	dropOwnNamesIn(hdr, fieldServerTiming)
+	dropOwnNamesIn(hdr, streamedKey)
 
 	key := fieldServerTiming
 	streamed := trailer && t.streamed(hdr, status)
@@ -198,6 +211,7 @@ func (t *timing) writeHeaderFields(hdr http.Header, status int, trailer bool) {
 		// lowercase anyway, and the canonical name is left for the
 		// trailer.
 		key = streamedKey
+		t.w.split = true
 		if prev, ok := hdr[fieldServerTiming]; ok {
 			hdr[streamedKey] = append(hdr[streamedKey], prev...)
 			delete(hdr, fieldServerTiming)

@@ -20,6 +20,9 @@ type writer struct {
 	// h1Header is, on HTTP/1.1 with a declared Server-Timing trailer, the
 	// number of Server-Timing values the header went out with.
 	h1Header int
+	// split says the header's entries went under streamedKey, leaving
+	// Server-Timing to the trailer.
+	split bool
 }
 
 // WriteHeader adds the entries to a final header. A 1xx (103 Early Hints
