@@ -167,7 +167,7 @@ const (
 func (t *timing) writeHeaderFields(hdr http.Header, status int, trailer bool) {
 	at := int64(time.Since(t.start)) + 1
 	t.headerAt, t.status = at, status
-	t.ut = t.up.read(at)
+	t.ut = t.up.read(at, trailer)
 	t.edge = time.Duration(at-1) - t.ut.wait
 	t.rtt, t.hasRTT = clientRTT(t.r, t.w.ResponseWriter, t.start.Sub(epoch)+time.Duration(at-1))
 	t.throttle, t.hasThr = t.durVar(VarThrottle)

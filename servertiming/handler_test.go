@@ -241,21 +241,58 @@ func TestUpstreamRead(t *testing.T) {
 	u.firstByte.Store(50)
 	u.reused.Store(connNew)
 	u.wait.Store(40)
-	got := u.read(60)
+	got := u.read(60, true)
 	want := upstreamTimes{wait: 40, ok: true, origin: 29, dial: 2, tls: 7, hasDial: true, hasTLS: true}
 	if got != want {
 		t.Errorf("read: %+v, want %+v", got, want)
 	}
 	// An attempt without a response counts as upstream wait until now.
 	u.firstByte.Store(0)
-	if got := u.read(70); got.ok || got.wait != 40+60 {
+	if got := u.read(70, true); got.ok || got.wait != 40+60 {
 		t.Errorf("open attempt: %+v", got)
 	}
 	// Response before the request was all written: from GotConn.
 	u.firstByte.Store(30)
 	u.wrote.Store(35)
-	if got := u.read(70); got.origin != 10 {
+	if got := u.read(70, true); got.origin != 10 {
 		t.Errorf("early response: origin %v, want 10", got.origin)
+	}
+}
+
+// TestUpstreamReadAfter1xx: after a 1xx (whose first byte
+// GotFirstResponseByte reports), origin and the upstream wait run to the
+// final header's arrival at the writer, not to the 1xx; a header written
+// without a final response (an error's) keeps the 1xx's time, and so does
+// a round trip without a 1xx.
+func TestUpstreamReadAfter1xx(t *testing.T) {
+	var tm timing
+	tr := tm.hooks()
+	tm.start = time.Now()
+	tr.GetConn("origin:80")
+	tr.GotConn(httptrace.GotConnInfo{Reused: true})
+	tr.WroteRequest(httptrace.WroteRequestInfo{})
+	if err := tr.Got1xxResponse(http.StatusEarlyHints, nil); err != nil {
+		t.Fatal(err)
+	}
+	tr.GotFirstResponseByte()
+	u := &tm.up
+	wrote, fb, gc, wait := u.wrote.Load(), u.firstByte.Load(), u.getConn.Load(), u.wait.Load()
+	at := fb + int64(20*time.Millisecond)
+	got := u.read(at, true)
+	if got.origin != time.Duration(at-wrote) || got.wait != time.Duration(at-gc) {
+		t.Errorf("after a 103: origin %v wait %v, want %v and %v (to the final header)", got.origin, got.wait, time.Duration(at-wrote), time.Duration(at-gc))
+	}
+	if got := u.read(at, false); got.origin != time.Duration(fb-wrote) || got.wait != time.Duration(wait) {
+		t.Errorf("no final header: origin %v wait %v, want the 1xx's %v and %v", got.origin, got.wait, time.Duration(fb-wrote), time.Duration(wait))
+	}
+	// A new attempt forgets the 1xx.
+	tr.GetConn("origin:80")
+	tr.GotConn(httptrace.GotConnInfo{Reused: true})
+	tr.WroteRequest(httptrace.WroteRequestInfo{})
+	tr.GotFirstResponseByte()
+	wrote, fb = u.wrote.Load(), u.firstByte.Load()
+	if got := u.read(fb+int64(time.Second), true); got.origin != time.Duration(fb-wrote) {
+		t.Errorf("no 1xx on the retry: origin %v, want %v", got.origin, time.Duration(fb-wrote))
 	}
 }
 

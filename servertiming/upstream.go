@@ -3,6 +3,7 @@ package servertiming
 import (
 	"crypto/tls"
 	"net/http/httptrace"
+	"net/textproto"
 	"sync/atomic"
 	"time"
 )
@@ -18,6 +19,10 @@ type upstream struct {
 	used atomic.Bool
 
 	getConn, gotConn, tlsStart, tlsDone, wrote, firstByte atomic.Int64
+	// hints says the round trip got a 1xx (103 Early Hints): its first
+	// byte was the 1xx's, and the origin's time runs on to the final
+	// response, which no hook reports (see read).
+	hints atomic.Bool
 	// reused is 0 until GotConn, then connNew or connReused.
 	reused atomic.Int32
 	// wait sums the upstream round trips, each from GetConn to
@@ -47,6 +52,7 @@ func (t *timing) hooks() httptrace.ClientTrace {
 			u.wrote.Store(0)
 			u.firstByte.Store(0)
 			u.reused.Store(0)
+			u.hints.Store(false)
 			u.getConn.Store(at)
 		},
 		GotConn: func(info httptrace.GotConnInfo) {
@@ -61,6 +67,11 @@ func (t *timing) hooks() httptrace.ClientTrace {
 		TLSHandshakeStart: func() { u.used.Store(true); u.tlsStart.Store(t.since()) },
 		TLSHandshakeDone:  func(tls.ConnectionState, error) { u.used.Store(true); u.tlsDone.Store(t.since()) },
 		WroteRequest:      func(httptrace.WroteRequestInfo) { u.used.Store(true); u.wrote.Store(t.since()) },
+		Got1xxResponse: func(int, textproto.MIMEHeader) error {
+			u.used.Store(true)
+			u.hints.Store(true)
+			return nil
+		},
 		GotFirstResponseByte: func() {
 			u.used.Store(true)
 			at := t.since()
@@ -90,8 +101,12 @@ type upstreamTimes struct {
 
 // read returns the upstream's times as of at (nanoseconds since the
 // request reached the handler, plus one). An attempt still without a
-// response counts as waiting on the upstream until at.
-func (u *upstream) read(at int64) (ut upstreamTimes) {
+// response counts as waiting on the upstream until at. With final set, at
+// is when the final response's header reaches the handler's writer: after
+// a 1xx, whose first byte GotFirstResponseByte reported, the origin's time
+// (and the upstream wait) runs to at, reverse_proxy's own header handling
+// (microseconds) included.
+func (u *upstream) read(at int64, final bool) (ut upstreamTimes) {
 	if !u.used.Load() {
 		return ut
 	}
@@ -99,6 +114,10 @@ func (u *upstream) read(at int64) (ut upstreamTimes) {
 	gc, fb := u.getConn.Load(), u.firstByte.Load()
 	if gc != 0 && fb == 0 && at > gc {
 		wait += at - gc
+	}
+	if final && fb != 0 && at > fb && u.hints.Load() {
+		wait += at - fb
+		fb = at
 	}
 	ut.wait = time.Duration(wait)
 	got := u.gotConn.Load()
