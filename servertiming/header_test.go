@@ -87,6 +87,45 @@ func TestMaxHeaderLen(t *testing.T) {
 	}
 }
 
+// TestCheckTimingAllowOriginBrowserMatch: values no browser's serialized
+// origin can equal are refused, each with why and the value to write.
+func TestCheckTimingAllowOriginBrowserMatch(t *testing.T) {
+	for _, tc := range []struct{ in, why string }{
+		{"https://*.example.com", "no wildcards"},
+		{"https://a.example:443", "write https://a.example, without :443"},
+		{"http://a.example:80", "write http://a.example, without :80"},
+		{"https://[::1]:443", "write https://[::1], without :443"},
+		{"https://.example.com", "empty label"},
+		{"https://a..example.com", "empty label"},
+		{"https://a.example.", "empty label"},
+		{"https://-bad.example", "hyphen"},
+		{"https://bad-.example", "hyphen"},
+		{"https://" + strings.Repeat("a", 64) + ".example", "longer than 63"},
+		{"https://" + strings.Repeat("a.", 127) + "aa", "longer than 253"},
+		{"https://127.1", "dotted decimal"},
+		{"https://0x7f.0.0.1", "dotted decimal"},
+		{"https://a.0x10", "dotted decimal"},
+		{"https://127.000.0.1", "dotted decimal"},
+		{"https://[::ffff:1.2.3.4]", "write https://1.2.3.4"},
+		{"https://[0:0::1]", "write https://[::1]"},
+		{"https://[1.2.3.4]", "not an origin"},
+		{"https://a_b!.example", "other than"},
+	} {
+		err := checkTimingAllowOrigin([]string{tc.in})
+		if err == nil || !strings.Contains(err.Error(), tc.why) {
+			t.Errorf("%q: %v; want an error saying %q", tc.in, err, tc.why)
+		}
+	}
+	if err := checkTimingAllowOrigin([]string{"https://a.example", "https://b.example", "https://a.example"}); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("a duplicate: %v", err)
+	}
+	for _, ok := range []string{"https://127.0.0.1:8443", "https://[2001:db8::1]", "http://a-b.example", "https://xn--bcher-kva.example", "https://_srv.example", "https://" + strings.Repeat("a", 63) + ".example", "http://localhost"} {
+		if err := checkTimingAllowOrigin([]string{ok}); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+}
+
 func TestCheckTimingAllowOrigin(t *testing.T) {
 	for _, tc := range []struct {
 		in []string
@@ -94,7 +133,7 @@ func TestCheckTimingAllowOrigin(t *testing.T) {
 	}{
 		{[]string{"*"}, true},
 		{[]string{"https://app.example.com"}, true},
-		{[]string{"http://localhost:8080", "https://[::1]:443"}, true},
+		{[]string{"http://localhost:8080", "https://[::1]:8443"}, true},
 		{[]string{"*", "https://a.example"}, false},
 		{[]string{"https://app.example.com/"}, false},
 		{[]string{"https://App.example.com"}, false},
