@@ -59,9 +59,16 @@ func (t *timing) reset() {
 
 // ServeHTTP times the request and adds the entries to its response.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	t := timings.Get().(*timing)
 	// One context lookup for the variables: each walks the whole chain.
-	t.vars, _ = r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
+	vars, _ := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
+	if on, _ := vars[VarOn].(bool); on {
+		// A server_timing outside this one times the request already: a
+		// second set of entries (and its Timing-Allow-Origin) would only
+		// contradict the first.
+		return next.ServeHTTP(w, r)
+	}
+	t := timings.Get().(*timing)
+	t.vars = vars
 	// The clock starts when Caddy's server began the request (the start
 	// of the access log's duration too), not when the route reached here.
 	var ok bool
