@@ -36,7 +36,7 @@ type timingLog struct {
 	Logger       string `json:"logger"`
 	Msg          string `json:"msg"`
 	Host         string `json:"host"`
-	URI          string `json:"uri"`
+	Path         string `json:"path"`
 	Client       string `json:"client"`
 	EdgeNS       *int64 `json:"edge_ns"`
 	OriginNS     *int64 `json:"origin_ns"`
@@ -241,7 +241,7 @@ https://notao.localhost:{$HTTPS_PORT} {
 		}
 		var logged *timingLog
 		for i := range logs {
-			if logs[i].Host == u.Host && logs[i].URI == u.RequestURI() {
+			if logs[i].Host == u.Host && logs[i].Path == u.Path {
 				if logged != nil {
 					t.Fatalf("%s logged twice", e.Name)
 				}

@@ -328,7 +328,7 @@ func (t *timing) durVar(name string) (time.Duration, bool) {
 func (t *timing) log(ce *zapcore.CheckedEntry, total, sub time.Duration, hasSub bool) {
 	desc := t.desc
 	fields := make([]zap.Field, 0, 14)
-	fields = append(fields, zap.String("host", t.r.Host), zap.String("uri", t.r.RequestURI), zap.Int("status", t.status),
+	fields = append(fields, zap.String("host", t.r.Host), zap.String("path", t.r.URL.Path), zap.Int("status", t.status),
 		zap.String("client", desc[1:len(desc)-1]), zap.Int64("edge_ns", int64(t.edge)), zap.Int64("total_ns", int64(total)))
 	if t.ut.ok {
 		fields = append(fields, zap.Int64("origin_ns", int64(t.ut.origin)), zap.Bool("origin_reused", t.ut.reused))
