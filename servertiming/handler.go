@@ -244,14 +244,18 @@ func (t *timing) writeHeaderFields(hdr http.Header, status int, trailer bool) {
 	t.setTAO(hdr)
 }
 
+// taoSpellings are the other keys a Timing-Allow-Origin can be under:
+// reverse_proxy adds an upstream's trailer canonical, or under
+// http.TrailerPrefix; the lowercase ones are HTTP/2's and HTTP/3's
+// spelling. Looked up one by one: ranging over the map costs more.
+var taoSpellings = [...]string{http.TrailerPrefix + fieldTAO, "timing-allow-origin", http.TrailerPrefix + "timing-allow-origin"}
+
 // setTAO makes the configured Timing-Allow-Origin the only one in hdr,
-// under any spelling of the name, the http.TrailerPrefix one too (an
-// upstream's trailer), or removes them all when none is configured.
+// the trailer keys included (an upstream's trailer), or removes them all
+// when none is configured.
 func (t *timing) setTAO(hdr http.Header) {
-	for k := range hdr {
-		if k != fieldTAO && strings.EqualFold(strings.TrimPrefix(k, http.TrailerPrefix), fieldTAO) {
-			delete(hdr, k)
-		}
+	for _, k := range taoSpellings {
+		delete(hdr, k)
 	}
 	if t.h.tao != "" {
 		hdr[fieldTAO] = []string{t.h.tao}
