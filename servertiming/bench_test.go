@@ -49,6 +49,7 @@ func BenchmarkHandler(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				clear(w.h)
+				delete(vars, VarOn) // a new request's variables
 				var err error
 				if mode == "off" {
 					err = next.ServeHTTP(w, r)
@@ -88,6 +89,7 @@ func BenchmarkHandlerUpstream(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		clear(w.h)
+		delete(vars, VarOn) // a new request's variables
 		if err := h.ServeHTTP(w, r, next); err != nil {
 			b.Fatal(err)
 		}
