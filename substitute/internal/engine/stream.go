@@ -288,10 +288,8 @@ func (st *Stream) process(buf []byte, start int, final bool) int {
 			i = j + 1
 			continue
 		}
-		e := j + st.run.bestLen
-		st.write(buf[emit:j])
-		st.replace(buf, start, j, e, int(st.run.bestRule))
-		emit, i = e, e
+		emit = st.emit(buf, start, emit, j)
+		i = emit
 	}
 	st.write(buf[emit:])
 	return len(buf)
@@ -399,17 +397,18 @@ func (st *Stream) processGuarded(buf []byte, start, from int, final bool) int {
 				st.write(buf[emit:j])
 				return j
 			}
-			st.settle(buf, j, t, why)
+			if why == runLimit || why == runStarved {
+				// Dead or settled attempts have their outcome.
+				st.settle(buf, j, t, why)
+			}
 		}
 		st.running = false
 		if st.run.bestLen < 0 {
 			i = j + 1
 			continue
 		}
-		e := j + st.run.bestLen
-		st.write(buf[emit:j])
-		st.replace(buf, start, j, e, int(st.run.bestRule))
-		emit, i = e, e
+		emit = st.emit(buf, start, emit, j)
+		i = emit
 	}
 	st.write(buf[emit:])
 	return len(buf)
