@@ -267,7 +267,7 @@ func (g *guard) nextEnd(lo int64) int64 {
 func (g *guard) run(s *Set, a *attempt, t *state, buf []byte, j, k, soft int, delta int64) (*state, int, int) {
 	limit := j + s.maxMatch // the last byte the attempt may consume
 	slotMask, strideMask, shift := g.slotMask, g.strideMask, g.strideShift
-	for ; k < len(buf); k++ {
+	for ; uint(k) < uint(len(buf)); k++ { // unsigned: no bounds check on buf[k]
 		// s.step, inlined: guarded attempts are short, a call per byte
 		// is a good part of their cost.
 		c := int(s.classes[buf[k]])
@@ -435,8 +435,9 @@ func (g *guard) advance(a *guardAutomata, pre *prefilter, buf []byte, j int, pre
 	t := g.u
 	fwd := a.fwd
 	classes := fwd.classes
-	for k := ui; k < hi; k++ {
-		c := int(classes[buf[k]])
+	seg := buf[:hi] // the loop reads seg[k] without a bounds check
+	for k := ui; uint(k) < uint(len(seg)); k++ {
+		c := int(classes[seg[k]])
 		n := t.to(c)
 		if n == nil {
 			n = fwd.build(t, c)
@@ -447,7 +448,7 @@ func (g *guard) advance(a *guardAutomata, pre *prefilter, buf []byte, j int, pre
 		} else if t.idle {
 			// No thread is alive: skip to where one may begin.
 			if q := min(pre.next(buf, k+1), hi); q > k+1 {
-				t = a.fStart[prevClass(int(buf[q-1]))]
+				t = a.fStart[prevClass(int(seg[q-1]))]
 				k = q - 1
 			}
 		}
