@@ -464,10 +464,17 @@ func (st *Stream) prevByte(buf []byte, start, j int) int {
 	return st.prev
 }
 
+// startState returns the start state of the active rules after a byte of
+// class pc. Small enough to inline (every attempt asks it): the reduced
+// set's states are startReduced's.
 func (st *Stream) startState(pc int) *state {
 	if st.all {
 		return st.set.full[pc]
 	}
+	return st.startReduced(pc)
+}
+
+func (st *Stream) startReduced(pc int) *state {
 	if st.starts[pc] == nil {
 		st.starts[pc] = st.set.dfa.start(st.active, pc, false)
 	}
