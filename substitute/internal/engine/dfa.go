@@ -20,18 +20,30 @@ const (
 // startFlags is the context of a start state by prevClass.
 var startFlags = [4]uint8{flagStart, flagNL, flagWord, 0}
 
-// prevClass maps the previous byte (-1: none) to an index in startFlags.
+// prevClass maps the previous byte (-1: none) to an index in startFlags:
+// a table lookup, since every attempt and every jump of the guard's scans
+// asks it.
 func prevClass(prev int) int {
-	switch {
-	case prev < 0:
+	if prev < 0 {
 		return 0
-	case prev == '\n':
-		return 1
-	case isWordByte(byte(prev)):
-		return 2
 	}
-	return 3
+	return int(prevClasses[byte(prev)])
 }
+
+// prevClasses is prevClass for a byte.
+var prevClasses = func() (t [256]uint8) {
+	for b := range t {
+		switch {
+		case b == '\n':
+			t[b] = 1
+		case isWordByte(byte(b)):
+			t[b] = 2
+		default:
+			t[b] = 3
+		}
+	}
+	return t
+}()
 
 func isWordByte(b byte) bool {
 	return b == '_' || '0' <= b && b <= '9' || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z'

@@ -23,3 +23,17 @@ func TestStateTransitionsInline(t *testing.T) {
 		}
 	}
 }
+
+// TestPrevClassAgreesWithFlags: the start state after any byte has the
+// context a state reached by that byte has (flagsAfter), and no byte
+// before is the start of the body.
+func TestPrevClassAgreesWithFlags(t *testing.T) {
+	if f := startFlags[prevClass(-1)]; f != flagStart {
+		t.Fatalf("prevClass(-1): flags %b, want flagStart", f)
+	}
+	for b := range 256 {
+		if got, want := startFlags[prevClass(b)], flagsAfter(byte(b)); got != want {
+			t.Fatalf("prevClass(%q): flags %b, want %b", byte(b), got, want)
+		}
+	}
+}

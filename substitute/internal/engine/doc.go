@@ -64,9 +64,9 @@
 //     regexp on bodies built against their rules; every body there runs
 //     at 50 MB/s or more on one core in the medians of docs/benchmarks.md,
 //     the lowest being those of matches 1000 or 2000 bytes long (63-85
-//     MB/s) and of a match every 8 bytes among 13 rules (76-79 MB/s,
-//     41-48 in a loaded machine's slow rounds: about 100 ns a match, all
-//     costs included).
+//     MB/s) and of a match every 8 bytes among 13 rules (76-88 MB/s, but
+//     40-52, below the 50, in a loaded machine's slow processes: about
+//     100 ns a match, all costs included).
 //   - Stream.Dropped counts rules given up at MaxMatch where an attempt
 //     ran: with the guard on, positions where no match can begin get no
 //     attempt, and a rule alive there is not counted.

@@ -78,6 +78,11 @@ type guard struct {
 	revAt  []*state // backward state at every stride-th position
 	revPos []int64  // the position each was taken at
 	stride int64
+	// Set with the rings, for the scans and attempts to index revAt
+	// without working them out per call: a position q's slot is
+	// q>>strideShift&slotMask.
+	slotMask, strideMask int64
+	strideShift          uint8
 }
 
 const (
@@ -190,6 +195,8 @@ func (g *guard) restart(a *guardAutomata, pos int64, prev int) {
 		g.revPos = make([]int64, a.ring/a.stride)
 		g.stride = int64(a.stride)
 		g.ringMask = int64(a.ring - 1)
+		g.slotMask, g.strideMask = int64(len(g.revAt)-1), g.stride-1
+		g.strideShift = uint8(bits.TrailingZeros64(uint64(g.stride)))
 	}
 	g.on = true
 	g.from, g.uPos, g.top, g.done, g.endPos = pos, pos, pos-1, false, pos
@@ -259,8 +266,8 @@ func (g *guard) nextEnd(lo int64) int64 {
 // as runPlain.
 func (g *guard) run(s *Set, a *attempt, t *state, buf []byte, j, k, soft int, delta int64) (*state, int, int) {
 	limit := j + s.maxMatch // the last byte the attempt may consume
-	slotMask, strideMask, shift := int64(len(g.revAt)-1), g.stride-1, bits.TrailingZeros64(uint64(g.stride))
-	for ; k < len(buf); k++ {
+	slotMask, strideMask, shift := g.slotMask, g.strideMask, g.strideShift
+	for ; uint(k) < uint(len(buf)); k++ { // unsigned: no bounds check on buf[k]
 		// s.step, inlined: guarded attempts are short, a call per byte
 		// is a good part of their cost.
 		c := int(s.classes[buf[k]])
@@ -428,8 +435,9 @@ func (g *guard) advance(a *guardAutomata, pre *prefilter, buf []byte, j int, pre
 	t := g.u
 	fwd := a.fwd
 	classes := fwd.classes
-	for k := ui; k < hi; k++ {
-		c := int(classes[buf[k]])
+	seg := buf[:hi] // the loop reads seg[k] without a bounds check
+	for k := ui; uint(k) < uint(len(seg)); k++ {
+		c := int(classes[seg[k]])
 		n := t.to(c)
 		if n == nil {
 			n = fwd.build(t, c)
@@ -440,7 +448,7 @@ func (g *guard) advance(a *guardAutomata, pre *prefilter, buf []byte, j int, pre
 		} else if t.idle {
 			// No thread is alive: skip to where one may begin.
 			if q := min(pre.next(buf, k+1), hi); q > k+1 {
-				t = a.fStart[prevClass(int(buf[q-1]))]
+				t = a.fStart[prevClass(int(seg[q-1]))]
 				k = q - 1
 			}
 		}
@@ -481,9 +489,8 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 		return prev
 	}
 	inject := len(bwd.classRep)
-	slotMask := int64(len(g.revAt) - 1)
-	classes, strideMask := bwd.classes, g.stride-1
-	shift := bits.TrailingZeros64(uint64(g.stride))
+	slotMask, strideMask, shift := g.slotMask, g.strideMask, g.strideShift
+	classes := bwd.classes
 	crossedLo := top - g.crossedMask
 	union := func(t *state) *state { // t where a match ends
 		n := t.to(inject)

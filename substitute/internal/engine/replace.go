@@ -2,9 +2,15 @@ package engine
 
 import "io"
 
-// replace writes the replacement of rule r for the match buf[j:e].
-func (st *Stream) replace(buf []byte, start, j, e, r int) {
+// emit writes out the attempt's match at buf[j] (process and
+// processGuarded): the bytes from buf[emit] up to it, then its
+// replacement. It returns the match's end, where the scan resumes. (One
+// call per match: the bytes before the match are written here, not by the
+// loops, so that their common tail is one function, not two copies.)
+func (st *Stream) emit(buf []byte, start, emit, j int) int {
 	s := st.set
+	e, r := j+st.run.bestLen, int(st.run.bestRule)
+	st.write(buf[emit:j])
 	st.matched.Add(r)
 	if s.rules[r].Once {
 		st.active.Remove(r)
@@ -13,7 +19,7 @@ func (st *Stream) replace(buf []byte, start, j, e, r int) {
 	t := &s.tmpl[r]
 	if t.constant != nil {
 		st.write(t.constant)
-		return
+		return e
 	}
 	var idx []int
 	if t.groups {
@@ -40,6 +46,7 @@ func (st *Stream) replace(buf []byte, start, j, e, r int) {
 			st.write(st.lookup(p))
 		}
 	}
+	return e
 }
 
 func idx2bytes(buf []byte, idx []int, g int) []byte { return buf[idx[2*g]:idx[2*g+1]] }

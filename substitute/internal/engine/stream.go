@@ -288,10 +288,8 @@ func (st *Stream) process(buf []byte, start int, final bool) int {
 			i = j + 1
 			continue
 		}
-		e := j + st.run.bestLen
-		st.write(buf[emit:j])
-		st.replace(buf, start, j, e, int(st.run.bestRule))
-		emit, i = e, e
+		emit = st.emit(buf, start, emit, j)
+		i = emit
 	}
 	st.write(buf[emit:])
 	return len(buf)
@@ -399,17 +397,18 @@ func (st *Stream) processGuarded(buf []byte, start, from int, final bool) int {
 				st.write(buf[emit:j])
 				return j
 			}
-			st.settle(buf, j, t, why)
+			if why == runLimit || why == runStarved {
+				// Dead or settled attempts have their outcome.
+				st.settle(buf, j, t, why)
+			}
 		}
 		st.running = false
 		if st.run.bestLen < 0 {
 			i = j + 1
 			continue
 		}
-		e := j + st.run.bestLen
-		st.write(buf[emit:j])
-		st.replace(buf, start, j, e, int(st.run.bestRule))
-		emit, i = e, e
+		emit = st.emit(buf, start, emit, j)
+		i = emit
 	}
 	st.write(buf[emit:])
 	return len(buf)
@@ -465,10 +464,17 @@ func (st *Stream) prevByte(buf []byte, start, j int) int {
 	return st.prev
 }
 
+// startState returns the start state of the active rules after a byte of
+// class pc. Small enough to inline (every attempt asks it): the reduced
+// set's states are startReduced's.
 func (st *Stream) startState(pc int) *state {
 	if st.all {
 		return st.set.full[pc]
 	}
+	return st.startReduced(pc)
+}
+
+func (st *Stream) startReduced(pc int) *state {
 	if st.starts[pc] == nil {
 		st.starts[pc] = st.set.dfa.start(st.active, pc, false)
 	}
