@@ -1,7 +1,6 @@
 package earlyhints
 
 import (
-	"mime"
 	"net/http"
 	"strings"
 )
@@ -43,11 +42,25 @@ func learnable(r *http.Request, status int, h http.Header) bool {
 	if status < 200 || status > 299 {
 		return false
 	}
-	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
-	if err != nil || mt != "text/html" {
+	// Indexed, not Get: the keys of a response header are canonical (a
+	// non-canonical one is at worst not learned from).
+	if ct := h["Content-Type"]; len(ct) == 0 || !isHTML(ct[0]) {
 		return false
 	}
 	return sharedCacheable(r, h)
+}
+
+// isHTML reports whether a Content-Type is text/html (any case, any
+// parameters), without mime.ParseMediaType's allocations: it runs on
+// every response the handler passes.
+func isHTML(ct string) bool {
+	const html = "text/html"
+	ct = strings.TrimLeft(ct, " \t")
+	if len(ct) < len(html) || !strings.EqualFold(ct[:len(html)], html) {
+		return false
+	}
+	rest := strings.TrimLeft(ct[len(html):], " \t")
+	return rest == "" || rest[0] == ';'
 }
 
 // hasToken reports whether a comma-separated header has token (any case);

@@ -47,3 +47,15 @@ func TestLearnable(t *testing.T) {
 		}
 	}
 }
+
+// TestIsHTML: text/html in any case with any parameters, nothing else.
+func TestIsHTML(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"text/html": true, "Text/HTML; charset=utf-8": true, " text/html ;q=1": true,
+		"text/htmlx": false, "text/plain": false, "": false, "application/xhtml+xml": false, "text/htm": false,
+	} {
+		if got := isHTML(ct); got != want {
+			t.Errorf("isHTML(%q) = %v, want %v", ct, got, want)
+		}
+	}
+}

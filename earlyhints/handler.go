@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
@@ -12,15 +13,17 @@ import (
 // it is a navigation that gets hints, then lets the request go on,
 // learning from its response.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	key := ""
-	if r.Method == http.MethodGet {
-		key = pageKey(r)
-	}
-	if key == "" {
+	if r.Method != http.MethodGet {
 		return next.ServeHTTP(w, r)
 	}
+	// The key is made only when needed: on a request that gets no hint
+	// (an asset, a fetch), only when its response turns out learnable.
+	key := ""
 	var hinted []string
 	if h.hints(r) {
+		if key = pageKey(r); key == "" {
+			return next.ServeHTTP(w, r)
+		}
 		hinted = h.hintLinks(key)
 		if len(hinted) > 0 {
 			hdr := w.Header()
@@ -39,9 +42,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if !h.learn {
 		return next.ServeHTTP(w, r)
 	}
-	lw := &writer{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, h: h, r: r, key: key, hinted: hinted}
-	return next.ServeHTTP(lw, r)
+	lw := writers.Get().(*writer)
+	*lw = writer{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, h: h, r: r, key: key, hinted: hinted}
+	err := next.ServeHTTP(lw, r)
+	*lw = writer{} // nothing of this request stays reachable from the pool
+	writers.Put(lw)
+	return err
 }
+
+// writers are pooled, as encode's are: a writer is not used after the
+// handler chain returns (Caddy's server finishes the response itself).
+var writers = sync.Pool{New: func() any { return new(writer) }}
 
 // hints reports whether r gets a 103: a navigation (unless hint_on any)
 // over HTTP/2 or HTTP/3 (or HTTP/1.x with http1 on).
@@ -111,8 +122,14 @@ func requestScheme(r *http.Request) string {
 	return "http"
 }
 
-// learnFrom stores the hintable, allowed links of a learnable response.
+// learnFrom stores the hintable, allowed links of a learnable response
+// under key (made here when the request did not need it before).
 func (h *Handler) learnFrom(r *http.Request, key string, values []string) {
+	if key == "" {
+		if key = pageKey(r); key == "" {
+			return
+		}
+	}
 	var links []string
 	for _, l := range parseLinks(values) {
 		if len(links) == maxPathLinks {
