@@ -3,6 +3,7 @@ package earlyhints
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 
@@ -28,7 +29,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if len(hinted) > 0 {
 			hdr := w.Header()
 			prev, had := hdr["Link"]
-			hdr["Link"] = hinted
+			// Clipped: the slice is the store's, shared; an append to the
+			// field must not write into it.
+			hdr["Link"] = slices.Clip(hinted)
 			w.WriteHeader(http.StatusEarlyHints)
 			// The final response's Link fields are the origin's alone.
 			if had {
