@@ -8,6 +8,7 @@ import (
 	_ "github.com/caddy-edgekit/edgekit/brotli"
 	_ "github.com/caddy-edgekit/edgekit/clientip"
 	_ "github.com/caddy-edgekit/edgekit/dictionary"
+	_ "github.com/caddy-edgekit/edgekit/earlyhints"
 	_ "github.com/caddy-edgekit/edgekit/ratelimit"
 	_ "github.com/caddy-edgekit/edgekit/servertiming"
 	_ "github.com/caddy-edgekit/edgekit/substitute"

@@ -1,0 +1,148 @@
+package earlyhints
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// ServeHTTP sends a 103 with the links known for the request's page, if
+// it is a navigation that gets hints, then lets the request go on,
+// learning from its response.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if r.Method != http.MethodGet {
+		return next.ServeHTTP(w, r)
+	}
+	// The key is made only when needed: on a request that gets no hint
+	// (an asset, a fetch), only when its response turns out learnable.
+	key := ""
+	var hinted []string
+	if h.hints(r) {
+		if key = pageKey(r); key == "" {
+			return next.ServeHTTP(w, r)
+		}
+		hinted = h.hintLinks(key)
+		if len(hinted) > 0 {
+			hdr := w.Header()
+			prev, had := hdr["Link"]
+			// Clipped: the slice is the store's, shared; an append to the
+			// field must not write into it.
+			hdr["Link"] = slices.Clip(hinted)
+			w.WriteHeader(http.StatusEarlyHints)
+			// The final response's Link fields are the origin's alone.
+			if had {
+				hdr["Link"] = prev
+			} else {
+				delete(hdr, "Link")
+			}
+			metrics.sent.Inc()
+		}
+	}
+	if !h.learn {
+		return next.ServeHTTP(w, r)
+	}
+	lw := writers.Get().(*writer)
+	*lw = writer{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, h: h, r: r, key: key, hinted: hinted}
+	err := next.ServeHTTP(lw, r)
+	*lw = writer{} // nothing of this request stays reachable from the pool
+	writers.Put(lw)
+	return err
+}
+
+// writers are pooled, as encode's are: a writer is not used after the
+// handler chain returns (Caddy's server finishes the response itself).
+var writers = sync.Pool{New: func() any { return new(writer) }}
+
+// hints reports whether r gets a 103: a navigation (unless hint_on any)
+// over HTTP/2 or HTTP/3 (or HTTP/1.x with http1 on).
+func (h *Handler) hints(r *http.Request) bool {
+	if r.ProtoMajor < 2 && !h.HTTP1 {
+		return false
+	}
+	return h.HintOn == HintAny || r.Header.Get("Sec-Fetch-Mode") == "navigate"
+}
+
+// hintLinks are the configured links and then the learned ones not
+// configured already.
+func (h *Handler) hintLinks(key string) []string {
+	learned := h.store.get(key)
+	if len(h.manual) == 0 {
+		return learned
+	}
+	out := append([]string(nil), h.manual...)
+	for _, l := range learned {
+		if !contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// pageKey is the store key of r: its host (lowercased) and path, without
+// the query (a page's assets rarely depend on it, and a query per visitor
+// would flood the store); "" when too long to keep.
+func pageKey(r *http.Request) string {
+	host, path := strings.ToLower(r.Host), r.URL.EscapedPath()
+	if len(host)+len(path)+1 > maxKeyLen {
+		return ""
+	}
+	return host + " " + path
+}
+
+// sameSite reports whether a link's target may be hinted to r's client:
+// a relative reference, or an absolute one (or scheme-relative) to r's own
+// scheme and host, or to an allowed origin.
+func (h *Handler) sameSite(r *http.Request, target string) bool {
+	u, err := url.Parse(target)
+	if err != nil {
+		return false
+	}
+	if u.Scheme == "" && u.Host == "" {
+		return !strings.HasPrefix(target, "//") && u.Opaque == ""
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if scheme == "" {
+		scheme = requestScheme(r)
+	}
+	if scheme != "http" && scheme != "https" {
+		return false
+	}
+	origin := scheme + "://" + strings.ToLower(u.Host)
+	if origin == requestScheme(r)+"://"+strings.ToLower(r.Host) {
+		return true
+	}
+	return contains(h.origins, origin)
+}
+
+func requestScheme(r *http.Request) string {
+	if r.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// learnFrom stores the hintable, allowed links of a learnable response
+// under key (made here when the request did not need it before).
+func (h *Handler) learnFrom(r *http.Request, key string, values []string) {
+	if key == "" {
+		if key = pageKey(r); key == "" {
+			return
+		}
+	}
+	var links []string
+	for _, l := range parseLinks(values) {
+		if len(links) == maxPathLinks {
+			break
+		}
+		if h.sameSite(r, l.target) && !contains(links, l.value) && !contains(h.manual, l.value) {
+			links = append(links, l.value)
+		}
+	}
+	if h.store.put(key, links) {
+		metrics.learned.Inc()
+	}
+}

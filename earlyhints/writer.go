@@ -1,0 +1,98 @@
+package earlyhints
+
+import (
+	"io"
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// writer sees the origin's 103s and its final header, by whichever path
+// it comes: WriteHeader, the first Write, ReadFrom (file_server and
+// io.Copy reach the writer there) or a flush (reverse_proxy flushes
+// through http.ResponseController, which finds FlushError here).
+type writer struct {
+	caddyhttp.ResponseWriterWrapper
+	h           *Handler
+	r           *http.Request
+	key         string
+	hinted      []string // the links this handler sent in its own 103
+	early       []string // the Link values of the origin's 103s
+	wroteHeader bool
+}
+
+// WriteHeader records the Link fields of an origin's 103 and passes it on
+// only when it has a link this handler did not hint already (and then
+// with those links alone: no duplicate hints). On the final header it
+// learns the page's links.
+func (w *writer) WriteHeader(status int) {
+	if w.wroteHeader {
+		w.ResponseWriterWrapper.WriteHeader(status)
+		return
+	}
+	hdr := w.Header()
+	if status == http.StatusEarlyHints {
+		values := hdr["Link"]
+		if len(w.early) < maxPathLinks*4 {
+			w.early = append(w.early, values...)
+		}
+		if len(w.hinted) > 0 {
+			var fresh []string
+			for _, l := range parseLinks(values) {
+				if !contains(w.hinted, l.value) {
+					fresh = append(fresh, l.value)
+				}
+			}
+			if len(fresh) == 0 {
+				return // every link already hinted: drop the 103
+			}
+			hdr["Link"] = fresh
+			w.ResponseWriterWrapper.WriteHeader(status)
+			hdr["Link"] = values
+			return
+		}
+		w.ResponseWriterWrapper.WriteHeader(status)
+		return
+	}
+	if status < 200 && status != http.StatusSwitchingProtocols {
+		w.ResponseWriterWrapper.WriteHeader(status)
+		return
+	}
+	w.wroteHeader = true
+	if learnable(w.r, status, hdr) {
+		w.h.learnFrom(w.r, w.key, append(w.early, hdr["Link"]...))
+	}
+	w.ResponseWriterWrapper.WriteHeader(status)
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriterWrapper.Write(p)
+}
+
+// ReadFrom keeps sendfile (the wrapper's ReadFrom uses the server's).
+func (w *writer) ReadFrom(r io.Reader) (int64, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriterWrapper.ReadFrom(r)
+}
+
+// Flush implements http.Flusher.
+func (w *writer) Flush() { _ = w.FlushError() }
+
+// FlushError sends the header and what was written.
+func (w *writer) FlushError() error {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	//nolint:bodyclose // not a client response
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+var (
+	_ http.Flusher  = (*writer)(nil)
+	_ io.ReaderFrom = (*writer)(nil)
+)
