@@ -140,6 +140,16 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	return nil
 }
 
+// Cleanup empties the store when the config that made this handler is
+// unloaded (see store.close): a replaced handler still serving an old
+// connection neither keeps nor learns links.
+func (h *Handler) Cleanup() error {
+	if h.store != nil {
+		h.store.close()
+	}
+	return nil
+}
+
 // Validate checks the configuration.
 func (h *Handler) Validate() error {
 	if h.HintOn != "" {
@@ -202,6 +212,7 @@ func checkOrigin(o string) error {
 // Interface guards.
 var (
 	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
 	_ caddy.Validator             = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 )

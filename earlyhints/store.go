@@ -21,9 +21,10 @@ type store struct {
 	maxAge   time.Duration
 	now      func() time.Time // injected by tests
 
-	bytes int64
-	order list.List // of *entry, most recently used first
-	items map[string]*list.Element
+	bytes  int64
+	order  list.List // of *entry, most recently used first
+	items  map[string]*list.Element
+	closed bool // after close: holds nothing, learns nothing
 }
 
 type entry struct {
@@ -71,7 +72,7 @@ func (s *store) put(key string, links []string) bool {
 		}
 		s.remove(e)
 	}
-	if len(links) == 0 {
+	if len(links) == 0 || s.closed {
 		return false
 	}
 	size := int64(entrySize + len(key))
@@ -94,6 +95,21 @@ func (s *store) remove(e *list.Element) {
 	ent := s.order.Remove(e).(*entry)
 	delete(s.items, ent.key)
 	s.bytes -= ent.size
+}
+
+// close empties the store for good: the handler's config was unloaded.
+// Caddy lets a replaced server finish the requests of the connections it
+// still has (without a grace_period, for as long as a client keeps one
+// busy), so an unloaded handler can live on for a while; its store must
+// not, or every reload under steady keep-alive traffic would keep one
+// full store more.
+func (s *store) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.items = map[string]*list.Element{}
+	s.order.Init()
+	s.bytes = 0
 }
 
 // len and size report the store's occupation, for tests.

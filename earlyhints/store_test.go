@@ -127,3 +127,37 @@ func TestStoreFloodOfDistinctPaths(t *testing.T) {
 	}
 	runtime.KeepAlive(s)
 }
+
+// TestStoreCloseDropsEverything: a closed store (its config unloaded)
+// holds nothing and learns nothing more, so a replaced handler that still
+// serves an old connection keeps no store alive.
+func TestStoreCloseDropsEverything(t *testing.T) {
+	s := newStore(100, 1<<20, time.Hour)
+	for i := range 50 {
+		s.put("a.test/"+strconv.Itoa(i), []string{"</a.js>; rel=preload; as=script"})
+	}
+	if s.len() != 50 {
+		t.Fatalf("store holds %d, want 50", s.len())
+	}
+	s.close()
+	if s.len() != 0 || s.size() != 0 || s.get("a.test/1") != nil {
+		t.Fatalf("closed store holds %d paths, %d bytes", s.len(), s.size())
+	}
+	if s.put("a.test/x", []string{"</b.js>; rel=preload; as=script"}) || s.len() != 0 {
+		t.Fatal("a closed store learned")
+	}
+}
+
+// TestCleanupClosesTheStore: Caddy calls Cleanup when it unloads the
+// handler's config.
+func TestCleanupClosesTheStore(t *testing.T) {
+	h := &Handler{}
+	h.store = newStore(10, 1<<20, time.Hour)
+	h.store.put("a.test/", []string{"</a.js>; rel=preload; as=script"})
+	if err := h.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	if h.store.len() != 0 {
+		t.Fatal("Cleanup left the store full")
+	}
+}
