@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-edgekit/edgekit/internal/loopback"
 	"github.com/caddy-edgekit/edgekit/internal/testchromium"
 )
 
@@ -20,8 +21,8 @@ import (
 // time the browser would sit idle without hints.
 const originThinks = 400 * time.Millisecond
 
-// linkLatency is the one-way latency of the h2 run's link from the PoP to
-// the browser, small beside originThinks.
+// linkLatency is the one-way latency of the h2 run's link between the
+// browser and the PoP, small beside originThinks.
 const linkLatency = 25 * time.Millisecond
 
 type hintsPage struct {
@@ -122,13 +123,19 @@ https://localhost:{$HTTPS_PORT} {
 	c.WaitHTTPS(t)
 	spki := intermediateSPKI(t, c)
 	// Over TCP the browser reaches the PoP through a link with a one-way
-	// latency, as any real one has: on bare loopback a 103 sent the moment
-	// the request arrives can reach Chromium before its HTTP/2 transaction
-	// waits for headers, and Chromium drops it (see LatencyProxy). QUIC
-	// (h3) goes to Caddy directly.
+	// latency, as any real one has. On bare loopback a 103 sent the moment
+	// the request arrives can reach Chromium in the same read as the PoP's
+	// SETTINGS, before its HTTP/2 transaction has finished sending the
+	// request and waits for headers, and Chromium drops it (the netlog shows
+	// HTTP2_SESSION_RECV_HEADERS :status 103 without
+	// HTTP_TRANSACTION_READ_EARLY_HINTS_RESPONSE_HEADERS); no real network
+	// delivers a reply that fast. The relay listens on an address of its
+	// own, on the PoP's port (the page's URLs name it). QUIC (h3) goes to
+	// Caddy directly.
 	tcpHost := c.Host
 	if proto == "h2" {
-		tcpHost = LatencyProxy(t, c.HTTPSPort, net.JoinHostPort(c.Host, strconv.Itoa(c.HTTPSPort)), linkLatency)
+		relay := StartTCPRelay(t, net.JoinHostPort(loopback.Claim(t), strconv.Itoa(c.HTTPSPort)), net.JoinHostPort(c.Host, strconv.Itoa(c.HTTPSPort)), linkLatency)
+		tcpHost, _, _ = net.SplitHostPort(relay.Addr())
 	}
 
 	load := func(name string) hintsPage {
