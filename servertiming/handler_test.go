@@ -178,8 +178,8 @@ func TestStreamedTrailer(t *testing.T) {
 				}
 			}
 			n := entryNames(head)
-			if len(n) < 3 || n[0] != "app" || n[1] != "edge" {
-				t.Errorf("header entries %v, want the upstream's then edge...", n)
+			if len(n) < 3 || n[0] != "edge" || n[len(n)-1] != "app" {
+				t.Errorf("header entries %v, want the PoP's (edge...) then the upstream's", n)
 			}
 		})
 	}
@@ -401,7 +401,7 @@ func TestUpstreamDeclaredTrailerValues(t *testing.T) {
 		if n := entryNames(rec.header["Server-Timing"]); strings.Join(n, " ") != "up-end total" {
 			t.Errorf("h%d trailer: %v, want up-end then total", proto, n)
 		}
-		if n := entryNames(rec.final()[streamedKey]); len(n) < 2 || n[0] != "up-head" || n[1] != "edge" {
+		if n := entryNames(rec.final()[streamedKey]); len(n) < 2 || n[0] != "edge" || n[len(n)-1] != "up-head" {
 			t.Errorf("h%d header: %v", proto, n)
 		}
 		if got := rec.final()["Trailer"]; len(got) != 1 {
