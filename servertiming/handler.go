@@ -230,8 +230,11 @@ func (t *timing) writeHeaderFields(hdr http.Header, status int, trailer bool) {
 			hdr["Trailer"] = append(hdr["Trailer"], fieldServerTiming)
 		}
 	}
+	// The PoP's value first: a parser that reads the upstream's entries
+	// otherwise than this filter still meets the PoP's before them.
 	prev := hdr[key]
-	hdr[key] = append(prev[:len(prev):len(prev)], value) // never into an upstream's array
+	vals := make([]string, 0, len(prev)+1) // never into an upstream's array
+	hdr[key] = append(append(vals, value), prev...)
 	if trailer && t.r.ProtoMajor < 2 && declaresTrailer(hdr) {
 		// HTTP/1.1 sends the declared field's values in the map after the
 		// body as the trailer: the header's are there too (see ServeHTTP).

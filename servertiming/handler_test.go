@@ -128,6 +128,50 @@ func TestInformationalWithoutEntries(t *testing.T) {
 	}
 }
 
+// TestInformationalFiltered: an upstream's 1xx (100, 102, 103), whose
+// fields reverse_proxy copies into the map for WriteHeader and deletes
+// after, goes out without the upstream's Timing-Allow-Origin and without
+// its PoP-named or malformed Server-Timing entries; others stay.
+func TestInformationalFiltered(t *testing.T) {
+	for _, proto := range []int{1, 2, 3} {
+		rec := newRecorder()
+		_ = serve(t, testHandler(), rec, newRequest("GET", proto), func(w http.ResponseWriter, r *http.Request) error {
+			for _, code := range []int{100, 102, 103} {
+				up := http.Header{"Server-Timing": {`edge;dur=0, app;dur=1, x;desc=a"b, total;dur=0`},
+					"Timing-Allow-Origin": {"*"}, "timing-allow-origin": {"*"}, "Link": {"</a.css>; rel=preload"}}
+				for k, v := range up {
+					w.Header()[k] = v
+				}
+				w.WriteHeader(code)
+				for k := range up {
+					delete(w.Header(), k)
+				}
+			}
+			w.Header().Set("Content-Length", "0")
+			w.WriteHeader(200)
+			return nil
+		})
+		if len(rec.codes) != 4 {
+			t.Fatalf("h%d codes %v", proto, rec.codes)
+		}
+		for i, code := range rec.codes[:3] {
+			h := rec.sent[i]
+			if n := entryNames(h["Server-Timing"]); strings.Join(n, " ") != "app" {
+				t.Errorf("h%d %d: Server-Timing %q, want app alone", proto, code, h["Server-Timing"])
+			}
+			if h["Timing-Allow-Origin"] != nil || h["timing-allow-origin"] != nil {
+				t.Errorf("h%d %d: upstream Timing-Allow-Origin sent: %v", proto, code, h)
+			}
+			if h.Get("Link") == "" {
+				t.Errorf("h%d %d: Link lost", proto, code)
+			}
+		}
+		if n := entryNames(rec.final()["Server-Timing"]); len(n) == 0 || n[0] != "edge" {
+			t.Errorf("h%d final entries %v", proto, n)
+		}
+	}
+}
+
 // TestStreamedTrailer: a body of unknown length over HTTP/2 declares the
 // trailer and keeps the header's entries (and the upstream's) under the
 // lowercase name; a known length, HTTP/1.1, HEAD or a 204 gets no trailer.
@@ -178,8 +222,8 @@ func TestStreamedTrailer(t *testing.T) {
 				}
 			}
 			n := entryNames(head)
-			if len(n) < 3 || n[0] != "app" || n[1] != "edge" {
-				t.Errorf("header entries %v, want the upstream's then edge...", n)
+			if len(n) < 3 || n[0] != "edge" || n[len(n)-1] != "app" {
+				t.Errorf("header entries %v, want the PoP's (edge...) then the upstream's", n)
 			}
 		})
 	}
@@ -401,7 +445,7 @@ func TestUpstreamDeclaredTrailerValues(t *testing.T) {
 		if n := entryNames(rec.header["Server-Timing"]); strings.Join(n, " ") != "up-end total" {
 			t.Errorf("h%d trailer: %v, want up-end then total", proto, n)
 		}
-		if n := entryNames(rec.final()[streamedKey]); len(n) < 2 || n[0] != "up-head" || n[1] != "edge" {
+		if n := entryNames(rec.final()[streamedKey]); len(n) < 2 || n[0] != "edge" || n[len(n)-1] != "up-head" {
 			t.Errorf("h%d header: %v", proto, n)
 		}
 		if got := rec.final()["Trailer"]; len(got) != 1 {

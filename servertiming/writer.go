@@ -26,12 +26,23 @@ type writer struct {
 }
 
 // WriteHeader adds the entries to a final header. A 1xx (103 Early Hints
-// from the upstream) is sent as it is: the times are not known yet, and
-// the final header follows.
+// from the upstream) gets none: the times are not known yet, and the final
+// header follows. reverse_proxy copies an upstream's 1xx fields into the
+// map for it, so they are filtered as the final header's are: no
+// Timing-Allow-Origin (the operator's choice, set on the final header) and
+// no PoP-named or malformed Server-Timing entry.
 func (w *writer) WriteHeader(status int) {
 	if !w.wroteHeader && (status >= 200 || status == http.StatusSwitchingProtocols) {
 		w.wroteHeader = true
 		w.t.writeHeaderFields(w.Header(), status, true)
+	} else if !w.wroteHeader && status >= 100 && status < 200 {
+		hdr := w.Header()
+		dropOwnNamesIn(hdr, fieldServerTiming)
+		dropOwnNamesIn(hdr, streamedKey)
+		delete(hdr, fieldTAO)
+		for _, k := range taoSpellings {
+			delete(hdr, k)
+		}
 	}
 	w.ResponseWriterWrapper.WriteHeader(status)
 }
