@@ -43,10 +43,15 @@ func labTLSMode(row *labRow) string {
 // the TLS mode the phone used. The direct row has no split.
 func labCheckSplit(t *testing.T, rows []*labRow, shortRTT, longRTT time.Duration) {
 	t.Helper()
-	// The relays never deliver early, so the long round trip is a floor;
-	// above it only the origin's own work (writing a script it holds in
-	// memory) and the relays' timers on a shared 2-core machine: 5% of the
-	// long round trip, as the lab allows its other arithmetic.
+	// The relays never deliver early, but the PoP's clock for origin starts
+	// at httptrace's WroteRequest, taken after its write returns, while the
+	// relay's delay starts when it has read those bytes, which can be
+	// first: CI's newcomer pass read 249.839 ms for a 250 ms round trip. So
+	// the floor is the long round trip less 1 ms. Above it only the
+	// origin's own work (writing a script it holds in memory) and the
+	// relays' timers on a shared 2-core machine: 5% of the long round trip,
+	// as the lab allows its other arithmetic.
+	originMin := longRTT - time.Millisecond
 	originMax := longRTT + longRTT*5/100
 	var brLate time.Duration // the most a compressed response's TTFB exceeded the arithmetic by, past 5%
 	defer func() {
@@ -83,8 +88,8 @@ func labCheckSplit(t *testing.T, rows []*labRow, shortRTT, longRTT time.Duration
 				t.Errorf("%s request %d: PoP entries %+v, want edge and origin", row.name, i+1, p)
 				continue
 			}
-			if p.Origin < longRTT || p.Origin > originMax {
-				t.Errorf("%s request %d: origin %v, want the long round trip %v (up to %v)", row.name, i+1, p.Origin, longRTT, originMax)
+			if p.Origin < originMin || p.Origin > originMax {
+				t.Errorf("%s request %d: origin %v, want the long round trip %v (%v to %v)", row.name, i+1, p.Origin, longRTT, originMin, originMax)
 			}
 			connect := p.OriginDial + p.OriginTLS
 			if coldPool {
