@@ -42,6 +42,10 @@ type timed struct {
 	throttle time.Duration
 	hasThr   bool
 	desc     string // the client entry's
+	// tao holds the response's Timing-Allow-Origin value (the map's),
+	// made with the header's entries; nil when none is configured. (A
+	// pointer: timing must stay within its size class.)
+	tao *[1]string
 }
 
 var timings = sync.Pool{New: func() any {
@@ -80,7 +84,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	t.h = h
 	t.w = writer{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, t: t}
-	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &t.trace))
+	r = withTrace(r, &t.trace)
 	t.r = r
 
 	err := next.ServeHTTP(&t.w, r)
@@ -95,13 +99,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 				status = he.StatusCode
 			}
 		}
+		// Nothing can change the map between these fields and the
+		// header.
 		t.writeHeaderFields(w.Header(), status, false)
+	} else {
+		// An upstream's Timing-Allow-Origin trailer, which reverse_proxy
+		// adds to the map after the body, under the name or the
+		// TrailerPrefix one.
+		t.setTAO(w.Header())
 	}
 	total := time.Since(t.start)
-	// An upstream's Timing-Allow-Origin trailer, which reverse_proxy adds
-	// to the map after the body, under the name or the TrailerPrefix one.
-	t.setTAO(w.Header())
-	sub, hasSub := t.durVar(VarSubstitute)
 	if t.w.wroteHeader {
 		// The upstream's trailer, as reverse_proxy added it: undeclared,
 		// or declared where the header's entries went under streamedKey.
@@ -123,6 +130,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			delete(hdr, fieldServerTiming)
 		}
 	}
+	ce := h.logger.Check(zapcore.DebugLevel, "server timing")
+	var sub time.Duration
+	var hasSub bool
+	if t.w.trailer || ce != nil {
+		sub, hasSub = t.durVar(VarSubstitute)
+	}
 	if t.w.trailer {
 		b := appendDur(t.buf[:0], nameTotal, total)
 		if hasSub {
@@ -137,14 +150,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		// take or not depending on map order; so both keys get it all.
 		hdr := w.Header()
 		prefixed, hasPrefixed := hdr[trailerKey]
-		vals := make([]string, 0, len(hdr[fieldServerTiming])+len(prefixed)+1)
-		vals = append(append(append(vals, hdr[fieldServerTiming]...), prefixed...), string(b))
+		var vals []string
+		if prev := hdr[fieldServerTiming]; len(prev)+len(prefixed) == 0 {
+			vals = newFieldValues(b, "").st
+		} else {
+			vals = make([]string, 0, len(prev)+len(prefixed)+1)
+			vals = append(append(append(vals, prev...), prefixed...), string(b))
+		}
 		hdr[fieldServerTiming] = vals
 		if hasPrefixed {
 			hdr[trailerKey] = vals
 		}
 	}
-	if ce := h.logger.Check(zapcore.DebugLevel, "server timing"); ce != nil {
+	if ce != nil {
 		t.log(ce, total, sub, hasSub)
 	}
 	if !t.up.used.Load() {
@@ -202,7 +220,8 @@ func (t *timing) writeHeaderFields(hdr http.Header, status int, trailer bool) {
 	if t.hasThr {
 		b = appendDur(b, nameThrottle, t.throttle)
 	}
-	value := string(b)
+	fv := newFieldValues(b, t.h.tao)
+	t.tao = fv.tao
 	// The upstream's entries named as the PoP's would come first, and a
 	// RUM script reads the first of a name.
 	dropOwnNamesIn(hdr, fieldServerTiming)
@@ -210,7 +229,11 @@ func (t *timing) writeHeaderFields(hdr http.Header, status int, trailer bool) {
 
 	key := fieldServerTiming
 	streamed := trailer && t.streamed(hdr, status)
-	if streamed || (t.r.ProtoMajor >= 2 && declaresTrailer(hdr)) {
+	// The Trailer field is looked up once: only this function adds to it
+	// (Server-Timing), and only where it was not declared.
+	trailerVals, hasTrailer := hdr["Trailer"]
+	declared := declaresTrailer(trailerVals)
+	if streamed || (t.r.ProtoMajor >= 2 && declared) {
 		// The totals follow as a trailer, declared here (or the upstream
 		// declared its own). quic-go leaves a declared field out of the
 		// header block, so the header's entries (and any the upstream
@@ -224,18 +247,26 @@ func (t *timing) writeHeaderFields(hdr http.Header, status int, trailer bool) {
 			delete(hdr, fieldServerTiming)
 		}
 	}
+	// An upstream's Trailer, if any, loses Timing-Allow-Origin before the
+	// PoP's Server-Timing may join it.
+	if hasTrailer {
+		undeclareTAO(hdr, trailerVals)
+	}
 	if streamed {
 		t.w.trailer = true
-		if !declaresTrailer(hdr) {
+		if !declared {
 			hdr["Trailer"] = append(hdr["Trailer"], fieldServerTiming)
 		}
 	}
 	// The PoP's value first: a parser that reads the upstream's entries
 	// otherwise than this filter still meets the PoP's before them.
-	prev := hdr[key]
-	vals := make([]string, 0, len(prev)+1) // never into an upstream's array
-	hdr[key] = append(append(vals, value), prev...)
-	if trailer && t.r.ProtoMajor < 2 && declaresTrailer(hdr) {
+	if prev := hdr[key]; len(prev) == 0 {
+		hdr[key] = fv.st
+	} else {
+		vals := make([]string, 0, len(prev)+1) // never into an upstream's array
+		hdr[key] = append(append(vals, fv.st[0]), prev...)
+	}
+	if trailer && t.r.ProtoMajor < 2 && declared {
 		// HTTP/1.1 sends the declared field's values in the map after the
 		// body as the trailer: the header's are there too (see ServeHTTP).
 		t.w.h1Header = len(hdr[key])
@@ -243,7 +274,6 @@ func (t *timing) writeHeaderFields(hdr http.Header, status int, trailer bool) {
 	// Who may read the entries is the operator's choice: an upstream's
 	// Timing-Allow-Origin (a `*`, or the request's Origin reflected) would
 	// open them to any page, in the header or as a trailer.
-	undeclareTAO(hdr)
 	t.setTAO(hdr)
 }
 
@@ -260,21 +290,24 @@ func (t *timing) setTAO(hdr http.Header) {
 	for _, k := range taoSpellings {
 		delete(hdr, k)
 	}
-	if t.h.tao != "" {
-		hdr[fieldTAO] = []string{t.h.tao}
-	} else {
+	if t.h.tao == "" {
 		delete(hdr, fieldTAO)
+		return
 	}
+	if t.tao == nil {
+		t.tao = new([1]string)
+	}
+	// The response's own value (its slice capped: an append went
+	// elsewhere), set again in case a handler wrote into it.
+	t.tao[0] = t.h.tao
+	hdr[fieldTAO] = t.tao[:]
 }
 
 // undeclareTAO removes Timing-Allow-Origin from hdr's Trailer field: an
 // upstream that declares it would send its own value after the body (and
 // quic-go would leave the configured one out of the header).
-func undeclareTAO(hdr http.Header) {
-	vals, ok := hdr["Trailer"]
-	if !ok {
-		return
-	}
+// vals is hdr's Trailer field.
+func undeclareTAO(hdr http.Header, vals []string) {
 	out := make([]string, 0, len(vals))
 	for _, v := range vals {
 		var names []string
@@ -305,9 +338,9 @@ func (t *timing) streamed(hdr http.Header, status int) bool {
 	return !hasLen
 }
 
-// declaresTrailer says hdr's Trailer field names Server-Timing.
-func declaresTrailer(hdr http.Header) bool {
-	for _, v := range hdr["Trailer"] {
+// declaresTrailer says a Trailer field (its values) names Server-Timing.
+func declaresTrailer(trailer []string) bool {
+	for _, v := range trailer {
 		for name := range strings.SplitSeq(v, ",") {
 			if strings.EqualFold(strings.TrimSpace(name), fieldServerTiming) {
 				return true

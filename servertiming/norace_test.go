@@ -1,0 +1,5 @@
+//go:build !race
+
+package servertiming
+
+const raceEnabled = false
