@@ -136,3 +136,29 @@ func TestTraceContext(t *testing.T) {
 		t.Error("the handler's context has no error after the request's was canceled")
 	}
 }
+
+// TestFieldValues: every length, each size's allocation, gives back the
+// bytes as they were, in slices capped at one element, the builder's
+// buffer free to be reused.
+func TestFieldValues(t *testing.T) {
+	buf := make([]byte, maxHeaderLen+8)
+	for n := 0; n <= len(buf); n++ {
+		for _, tao := range []string{"", "https://app.example"} {
+			for i := range buf[:n] {
+				buf[i] = byte('a' + (i+n)%26)
+			}
+			want := string(buf[:n])
+			fv := newFieldValues(buf[:n], tao)
+			if len(fv.st) != 1 || cap(fv.st) != 1 || fv.st[0] != want {
+				t.Fatalf("length %d: %d values (cap %d) %q, want one, %q", n, len(fv.st), cap(fv.st), fv.st, want)
+			}
+			if (tao == "") != (fv.tao == nil) || (fv.tao != nil && fv.tao[0] != tao) {
+				t.Fatalf("length %d: Timing-Allow-Origin %v, want %q", n, fv.tao, tao)
+			}
+			clear(buf)
+			if fv.st[0] != want {
+				t.Fatalf("length %d: the value changed with the builder's buffer", n)
+			}
+		}
+	}
+}
