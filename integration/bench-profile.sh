@@ -136,7 +136,7 @@ def sec(v):
     return float(v)
 def pprof(*args):
     return subprocess.run(["go", "tool", "pprof", *args], capture_output=True, text=True).stdout
-rows = [l.rstrip("\n").split("|") for l in open(rowsfile) if l.strip()]
+rows = [l.rstrip("\n").split("|", 1) for l in open(rowsfile) if l.strip()]  # a spec may hold "|"
 table = {}
 for n in names:
     txt = pprof("-top", "-cum", "-nodecount=100000", f"{out}/cpu-{n}.pb.gz")

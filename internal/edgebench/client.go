@@ -131,7 +131,8 @@ func (c *client) do(ctx context.Context, cfg *Config, class Class, start time.Ti
 	s := phases.sample(start, headersAt)
 	s.Total = end.Sub(start)
 	s.Status, s.Proto, s.BodyBytes = resp.StatusCode, resp.Proto, n
-	s.ServerTiming, s.PoP = serverTimingSample(resp.Header.Values("Server-Timing"))
+	// The trailer is complete once the body has been read to its end.
+	s.ServerTiming, s.PoP = serverTimingResponse(resp.Header.Values("Server-Timing"), resp.Trailer.Values("Server-Timing"))
 	https := req.URL.Scheme == "https"
 	if err != nil {
 		s.Err = fmt.Errorf("%w: %w", errBody, err)

@@ -39,8 +39,9 @@
 //     stalling server cannot slow the client down and hide its own latency
 //     (coordinated omission).
 //
-// Both parse the server's Server-Timing header ([ParseServerTiming]) and
-// aggregate each metric's dur by name, for at most 64 names per response
+// Both parse the server's Server-Timing header and trailer
+// ([ParseServerTiming]) and aggregate each metric's dur by name (a name in
+// both is summed; the split reads the header alone), for at most 64 names per response
 // and per run (the rest under "(other)"), a response's sum for one name
 // saturating at the largest dur accepted (1e9 ms). [WriteTable] and [WriteLoadTable]
 // print several results side by side.

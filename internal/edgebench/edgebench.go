@@ -150,7 +150,8 @@ type Sample struct {
 	// BodyBytes is the body as received on the wire (not decoded).
 	BodyBytes int64
 	// ServerTiming sums the server's Server-Timing dur per metric name,
-	// each sum at most the largest dur accepted (1e9 ms).
+	// header and trailer together, each sum at most the largest dur
+	// accepted (1e9 ms).
 	ServerTiming map[string]time.Duration
 	// PoP is what the PoP's own entries (edge, origin, origin-conn,
 	// client, rtt...) say about the request, for the split; nil when the

@@ -236,3 +236,44 @@ func TestPercentiles(t *testing.T) {
 		t.Errorf("percentiles(nil) = %+v", got)
 	}
 }
+
+// A Server-Timing trailer (what a PoP knows only at the end of the body)
+// is summed into the sample's per-name durs over h1, h2 and h3; the split
+// reads the header only, so an edge entry in the trailer does not move it.
+func TestServerTimingTrailer(t *testing.T) {
+	srv := startTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "Server-Timing")
+		// As edgekit's server_timing sends it: quic-go's HTTP/3 leaves a
+		// field declared in Trailer out of the header block, so the
+		// header's entries go under the lowercase name.
+		w.Header()["server-timing"] = []string{"edge;dur=2, app;dur=1"}
+		w.Write([]byte("body"))
+		http.NewResponseController(w).Flush() // streamed: no Content-Length
+		w.Header().Set("Server-Timing", "total;dur=7, app;dur=3, edge;dur=50")
+	}))
+	for _, proto := range []Proto{H1, H2, H3} {
+		t.Run(string(proto), func(t *testing.T) {
+			res, err := Run(t.Context(), Config{URL: srv.urlFor(proto), Proto: proto, Requests: 2, Insecure: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range res.Samples {
+				if s.Err != nil {
+					t.Fatalf("sample %d: %v", i, s.Err)
+				}
+				if got := s.ServerTiming["total"]; got != 7*time.Millisecond {
+					t.Errorf("sample %d: total %v, want the trailer's 7ms (all: %v)", i, got, s.ServerTiming)
+				}
+				if got := s.ServerTiming["app"]; got != 4*time.Millisecond {
+					t.Errorf("sample %d: app %v, want header 1ms + trailer 3ms", i, got)
+				}
+				if s.PoP == nil || s.PoP.Edge != 2*time.Millisecond {
+					t.Errorf("sample %d: PoP %+v, want edge 2ms from the header alone", i, s.PoP)
+				}
+			}
+			if total := res.ServerTiming["total"]; total.Count != 2 {
+				t.Errorf("result total %+v, want 2 responses", total)
+			}
+		})
+	}
+}

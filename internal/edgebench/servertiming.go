@@ -222,10 +222,28 @@ func parseDurMS(s string) (time.Duration, bool) {
 // the names it keeps, so a sample holds neither a metric per entry nor the
 // header itself; only the PoP's desc entries are unescaped.
 func serverTimingSample(values []string) (map[string]time.Duration, *PoPTiming) {
-	var durs map[string]time.Duration
+	return serverTimingAdd(nil, values, true)
+}
+
+// serverTimingResponse reads a response's Server-Timing: the header's (as
+// serverTimingSample), then the trailer's, whose durs are summed into the
+// same names (a PoP sends there what it knows only at the end: edgekit's
+// total and substitute). The split reads the header only: it is about the
+// time to the first byte, and a trailer comes after the body.
+func serverTimingResponse(header, trailer []string) (map[string]time.Duration, *PoPTiming) {
+	durs, pop := serverTimingAdd(nil, header, true)
+	if len(trailer) > 0 {
+		durs, _ = serverTimingAdd(durs, trailer, false)
+	}
+	return durs, pop
+}
+
+// serverTimingAdd adds the durs of values to durs (made when needed) and,
+// if split, collects the PoP's entries.
+func serverTimingAdd(durs map[string]time.Duration, values []string, split bool) (map[string]time.Duration, *PoPTiming) {
 	var pop *PoPTiming
 	for m := range serverTimingMetrics(values, popDesc) {
-		if popName(m.Name) != "" {
+		if split && popName(m.Name) != "" {
 			if pop == nil {
 				pop = &PoPTiming{}
 			}
