@@ -74,7 +74,10 @@ func learnClientTraceKey() {
 // hooks once more each time it is reused.
 func withTrace(r *http.Request, trace *httptrace.ClientTrace) *http.Request {
 	ctx := r.Context()
-	if httptrace.ContextClientTrace(ctx) != nil || clientTraceKey == nil {
+	// A trace with net hooks needs the context value net's dialer reads
+	// too, which only WithClientTrace adds.
+	netHooks := trace.DNSStart != nil || trace.DNSDone != nil || trace.ConnectStart != nil || trace.ConnectDone != nil
+	if httptrace.ContextClientTrace(ctx) != nil || clientTraceKey == nil || netHooks {
 		own := new(httptrace.ClientTrace)
 		*own = *trace
 		return r.WithContext(httptrace.WithClientTrace(ctx, own))
