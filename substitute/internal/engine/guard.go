@@ -72,16 +72,16 @@ type guard struct {
 	// above it that is not crossed (guard.cut).
 	crossed     []uint64
 	crossedMask int64
-	// rules: at a marked position p, the least rule whose match starts
-	// there (255: 255 or more) in the low byte, and p>>rulesShift in the
-	// high byte, a tag that tells p from the other positions of its slot
-	// (slot p&rulesMask); nil when the ring is too large for the tags
-	// (guardAutomata.rules). guard.decided reads it.
-	rules      []uint16
-	rulesMask  int64
-	rulesShift uint8
-	ringMask   int64
-	endPos     int64 // no end lies in [the last query, endPos)
+	// rules: at a marked position p, slot p&rulesMask, the least rule
+	// whose match starts there (255: 255 or more), for guard.decided; nil
+	// where it cannot help (guardAutomata.rules). It covers half a ring,
+	// the most a scan covers past the candidate that runs it (advance),
+	// and scans run downwards: a position's slot is written last by the
+	// position itself, as long as it is a candidate to come.
+	rules     []uint8
+	rulesMask int64
+	ringMask  int64
+	endPos    int64 // no end lies in [the last query, endPos)
 
 	revAt  []*state // backward state at every stride-th position
 	revPos []int64  // the position each was taken at
@@ -112,9 +112,9 @@ const (
 	// crossedMax bounds the positions guard.crossed covers (8 KiB): the
 	// whole ring up to the default MaxMatch.
 	crossedMax = 64 << 10
-	// rulesMax bounds the positions guard.rules covers (32 KiB): a
-	// segment of the ring at the default MaxMatch, half of it.
-	rulesMax = 16 << 10
+	// rulesMax bounds the positions guard.rules covers (32 KiB): half
+	// the ring up to the default MaxMatch. Past it, no guard.decided.
+	rulesMax = 32 << 10
 )
 
 // guardMode: when a stream's guard turns on.
@@ -141,7 +141,7 @@ type guardAutomata struct {
 	// fits, by rule below 255: all its matches fit MaxMatch
 	// (guard.decided; an array, read without a bounds check).
 	fits [256]bool
-	// rules: positions guard.rules covers, a power of two (0: none).
+	// rules: positions guard.rules covers, half the ring (0: none).
 	rules  int
 	ring   int // ring size in positions, a power of two
 	stride int // positions between kept backward states, a power of two
@@ -187,14 +187,10 @@ func (s *Set) guardAutomata() *guardAutomata {
 		if s.guardCrossed > 0 {
 			g.crossed = min(g.ring, max(64, s.guardCrossed))
 		}
-		// A rule slot's tag tells the positions of a slot apart within
-		// 256 turns of its window: enough while scans and candidates
-		// stay within a ring of each other.
-		if w := min(g.ring, rulesMax); g.ring <= w<<8 {
-			g.rules = w
-			if s.guardRules > 0 {
-				g.rules = min(w, max(16, s.guardRules))
-			}
+		// guard.decided: for a set that guard.only does not decide, and
+		// some rule of which fits MaxMatch.
+		if g.ring/2 <= rulesMax && !g.exact && slices.Contains(g.fits[:], true) {
+			g.rules = g.ring / 2
 		}
 	})
 	return g
@@ -227,9 +223,8 @@ func (g *guard) restart(a *guardAutomata, pos int64, prev int) {
 		g.slotMask, g.strideMask = int64(len(g.revAt)-1), g.stride-1
 		g.strideShift = uint8(bits.TrailingZeros64(uint64(g.stride)))
 		if a.rules > 0 {
-			g.rules = make([]uint16, a.rules)
+			g.rules = make([]uint8, a.rules)
 			g.rulesMask = int64(a.rules - 1)
-			g.rulesShift = uint8(bits.TrailingZeros64(uint64(a.rules)))
 		}
 	}
 	g.on = true
@@ -454,11 +449,8 @@ func (g *guard) decided(s *Set, j, e int64) (int64, int32, bool) {
 	if g.rules == nil {
 		return 0, 0, false
 	}
-	// The scans run downwards: a slot holds the lowest of its positions
-	// a scan marked, and the tag says whether that is j.
-	v := g.rules[j&g.rulesMask]
-	r := int32(v & 255)
-	if v>>8 != uint16(uint8(j>>(g.rulesShift&63))) || !s.guardA.fits[uint8(r)] {
+	r := g.rules[j&g.rulesMask]
+	if !s.guardA.fits[r] {
 		return 0, 0, false
 	}
 	hi := min(j+int64(s.guardA.reach), g.top)
@@ -466,7 +458,7 @@ func (g *guard) decided(s *Set, j, e int64) (int64, int32, bool) {
 	if c > hi || e > c || g.prevEnd(c, e+1) >= 0 {
 		return 0, 0, false
 	}
-	return e, r, true
+	return e, int32(r), true
 }
 
 // covered reports whether the scans cover the reach of the candidate at
@@ -626,7 +618,7 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 func (g *guard) mark(p int64, r int32) {
 	g.set(g.marks, p)
 	if g.rules != nil {
-		g.rules[p&g.rulesMask] = uint16(p>>(g.rulesShift&63))<<8 | uint16(min(r, 255))
+		g.rules[p&g.rulesMask] = uint8(min(r, 255))
 	}
 }
 

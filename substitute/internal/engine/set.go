@@ -73,8 +73,6 @@ type Set struct {
 	guardRing int // tests: a smaller ring, so that scans run in more segments
 	// guardCrossed: tests, a smaller crossed window (guardAutomata.crossed).
 	guardCrossed int
-	// guardRules: tests, a smaller window of marks' rules (guard.rules).
-	guardRules int
 
 	// memoShape sizes each stream's path memo (tests shrink it, or set
 	// its ring to 0 to turn the memo off).
