@@ -107,6 +107,8 @@ type state struct {
 	// idle: a guard's forward scan has no thread alive in this state, one
 	// of its start states after a byte (guardAutomata.fStart[1:]).
 	idle bool
+	// event: match >= 0 or idle, the forward scan's one test per byte.
+	event bool
 }
 
 // alive reports whether an attempt in state s is still of use: threads are
@@ -267,6 +269,7 @@ func (d *dfa) intern(flags uint8, match int32, pcs []uint32) *state {
 	}
 	s := newState(len(d.classRep) + 1)
 	s.pcs, s.flags, s.match, s.empty = slices.Clone(pcs), flags, match, len(pcs) == 0
+	s.event = match >= 0
 	if d.rev != nil {
 		s.outs, s.dense = d.rev.outsOf(d.prog, pcs)
 		sz += 4 * len(s.outs)

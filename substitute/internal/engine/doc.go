@@ -56,20 +56,23 @@
 //     64 KiB, every further byte costs one forward and about one backward
 //     DFA transition, and attempts are made only where a match begins,
 //     each cut short where no match event is left for it or where no
-//     match the scans know of crosses (guard.go); a single rule whose
-//     matches fit MaxMatch needs no attempt where one end lies in reach.
+//     match the scans know of crosses (guard.go); none is made where the
+//     scans alone show the match (one end in reach for a single rule
+//     whose matches fit MaxMatch; for several rules, one end below the
+//     first position no known match crosses, and the rule the backward
+//     scan kept at the start: guard.decided).
 //     What remains per match is the match's own cost, like any scanner's:
 //     its bytes, the replacement, and for a longest match the bytes its
 //     rule still reads past it. BenchmarkWorstCase measures both beside Go's
 //     regexp on bodies built against their rules; every body there runs
-//     at 50 MB/s or more on one core in the medians of docs/benchmarks.md,
-//     the lowest being those of matches 1000 or 2000 bytes long (63-85
-//     MB/s) and of a match every 8 bytes among 13 rules (76-88 MB/s, but
-//     40-52, below the 50, in a loaded machine's slow processes: about
-//     100 ns a match, all costs included).
+//     at 50 MB/s or more on one core (docs/benchmarks.md), the lowest
+//     being those of matches 1000 or 2000 bytes long and of a match every
+//     8 bytes among 13 rules (about 110 instructions a byte, 870 a match,
+//     all costs included).
 //   - Stream.Dropped counts rules given up at MaxMatch where an attempt
-//     ran: with the guard on, positions where no match can begin get no
-//     attempt, and a rule alive there is not counted.
+//     ran: with the guard on, positions where no match can begin, or
+//     whose match the scans decide, get no attempt, and a rule alive
+//     there is not counted.
 //
 // # Design
 //

@@ -72,8 +72,16 @@ type guard struct {
 	// above it that is not crossed (guard.cut).
 	crossed     []uint64
 	crossedMask int64
-	ringMask    int64
-	endPos      int64 // no end lies in [the last query, endPos)
+	// rules: at a marked position p, slot p&rulesMask, the least rule
+	// whose match starts there (255: 255 or more), for guard.decided; nil
+	// where it cannot help (guardAutomata.rules). It covers half a ring,
+	// the most a scan covers past the candidate that runs it (advance),
+	// and scans run downwards: a position's slot is written last by the
+	// position itself, as long as it is a candidate to come.
+	rules     []uint8
+	rulesMask int64
+	ringMask  int64
+	endPos    int64 // no end lies in [the last query, endPos)
 
 	revAt  []*state // backward state at every stride-th position
 	revPos []int64  // the position each was taken at
@@ -104,6 +112,9 @@ const (
 	// crossedMax bounds the positions guard.crossed covers (8 KiB): the
 	// whole ring up to the default MaxMatch.
 	crossedMax = 64 << 10
+	// rulesMax bounds the positions guard.rules covers (32 KiB): half
+	// the ring up to the default MaxMatch. Past it, no guard.decided.
+	rulesMax = 32 << 10
 )
 
 // guardMode: when a stream's guard turns on.
@@ -126,7 +137,12 @@ type guardAutomata struct {
 	reach   int       // longest match, at most MaxMatch
 	crossed int       // positions guard.crossed covers, a power of two
 	// exact: one rule, whose matches all fit MaxMatch (guard.only).
-	exact  bool
+	exact bool
+	// fits, by rule below 255: all its matches fit MaxMatch
+	// (guard.decided; an array, read without a bounds check).
+	fits [256]bool
+	// rules: positions guard.rules covers, half the ring (0: none).
+	rules  int
 	ring   int // ring size in positions, a power of two
 	stride int // positions between kept backward states, a power of two
 }
@@ -154,9 +170,13 @@ func (s *Set) guardAutomata() *guardAutomata {
 			// thread alive (advance skips with the prefilter). Set
 			// before any stream can read the states.
 			g.fStart[p].idle = p > 0
+			g.fStart[p].event = p > 0
 		}
 		g.reach = min(s.maxMatch, s.prog.longest())
 		g.exact = len(s.rules) == 1 && s.prog.longest() <= s.maxMatch
+		for r, n := range s.prog.longestEach()[:min(len(s.rules), 255)] {
+			g.fits[r] = n <= s.maxMatch
+		}
 		// A segment covers a candidate's reach: half a ring.
 		g.ring = max(4096, 1<<bits.Len(uint(2*(g.reach+2))))
 		if s.guardRing > 0 {
@@ -166,6 +186,11 @@ func (s *Set) guardAutomata() *guardAutomata {
 		g.crossed = min(g.ring, crossedMax)
 		if s.guardCrossed > 0 {
 			g.crossed = min(g.ring, max(64, s.guardCrossed))
+		}
+		// guard.decided: for a set that guard.only does not decide, and
+		// some rule of which fits MaxMatch.
+		if g.ring/2 <= rulesMax && !g.exact && slices.Contains(g.fits[:], true) {
+			g.rules = g.ring / 2
 		}
 	})
 	return g
@@ -197,6 +222,10 @@ func (g *guard) restart(a *guardAutomata, pos int64, prev int) {
 		g.ringMask = int64(a.ring - 1)
 		g.slotMask, g.strideMask = int64(len(g.revAt)-1), g.stride-1
 		g.strideShift = uint8(bits.TrailingZeros64(uint64(g.stride)))
+		if a.rules > 0 {
+			g.rules = make([]uint8, a.rules)
+			g.rulesMask = int64(a.rules - 1)
+		}
 	}
 	g.on = true
 	g.from, g.uPos, g.top, g.done, g.endPos = pos, pos, pos-1, false, pos
@@ -291,7 +320,7 @@ func (g *guard) run(s *Set, a *attempt, t *state, buf []byte, j, k, soft int, de
 		// A kept state is tested only where it can save more steps than
 		// the test costs (a few): an attempt near its last end runs on.
 		if q := int64(k) + delta; k+usefulMin < soft && q&strideMask == 0 && q <= g.top {
-			if slot := q >> shift & slotMask; g.revPos[slot] == q && !g.useful(t, g.revAt[slot]) {
+			if slot := q >> (shift & 63) & slotMask; g.revPos[slot] == q && !g.useful(t, g.revAt[slot]) {
 				return t, k, runSettled
 			}
 		}
@@ -373,12 +402,13 @@ func (g *guard) nextMark(lo int64) int64 {
 
 // worth reports whether the candidate at body offset j can begin a match
 // the scans know of: j is marked and a match ends in [j+minLen, j+reach].
-func (g *guard) worth(s *Set, j int64) bool {
+// It returns the first such end.
+func (g *guard) worth(s *Set, j int64) (int64, bool) {
 	if !g.bit(g.marks, j) {
-		return false
+		return 0, false
 	}
 	e := g.nextEnd(j + int64(s.minLen))
-	return e <= g.top && e <= j+int64(s.guardA.reach)
+	return e, e <= g.top && e <= j+int64(s.guardA.reach)
 }
 
 // only returns the end of the match that begins at the candidate at body
@@ -400,6 +430,35 @@ func (g *guard) only(s *Set, j int64) (int64, bool) {
 func (g *guard) onlyEnd(s *Set, j int64) (int64, bool) {
 	e := g.nextEnd(j + int64(s.minLen))
 	return e, g.prevEnd(min(j+int64(s.guardA.reach), g.top), e+1) < 0
+}
+
+// decided returns the match that begins at the candidate at body offset
+// j (worth said yes), its end and rule, if the scans alone decide it, for
+// a stream with every rule active: when the first position above j that
+// no known match crosses (cut) lies in reach, every match from j ends at
+// or before it; if one end lies in [j+minLen, that position], every match
+// from j ends there, and the least rule whose match starts at j (kept by
+// the backward scan at the mark) is the one both priorities take. It
+// must be a rule whose matches all fit MaxMatch: no thread of it can then
+// be alive at MaxMatch, where the rule would be dropped and its match
+// lost. Other rules dropped there change nothing but Stream.Dropped,
+// which counts only attempts. On a body dense with short matches among
+// many rules (a match every 8 bytes) this saves each match its attempt.
+// e is the first end in [j+minLen, j+reach] (worth).
+func (g *guard) decided(s *Set, j, e int64) (int64, int32, bool) {
+	if g.rules == nil {
+		return 0, 0, false
+	}
+	r := g.rules[j&g.rulesMask]
+	if !s.guardA.fits[r] {
+		return 0, 0, false
+	}
+	hi := min(j+int64(s.guardA.reach), g.top)
+	c := g.cut(j+1, hi)
+	if c > hi || e > c || g.prevEnd(c, e+1) >= 0 {
+		return 0, 0, false
+	}
+	return e, int32(r), true
 }
 
 // covered reports whether the scans cover the reach of the candidate at
@@ -443,6 +502,9 @@ func (g *guard) advance(a *guardAutomata, pre *prefilter, buf []byte, j int, pre
 			n = fwd.build(t, c)
 		}
 		t = n
+		if !t.event {
+			continue // the common case, one test
+		}
 		if t.match >= 0 {
 			g.set(g.ends, int64(k)+delta)
 		} else if t.idle {
@@ -499,9 +561,9 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 		}
 		return n
 	}
-	var t *state
+	t := a.bEmpty[0] // empty: the scan starts at the first end
 	for p := top; p >= lo; p-- {
-		if t == nil || t.empty {
+		if t.empty {
 			// Empty: below the earlier top, the earlier scan's marks
 			// stand; above it, go on at the next end.
 			e := g.prevEnd(p, max(lo, old+1))
@@ -520,8 +582,8 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 			}
 		}
 		if p == 0 {
-			if bwd.eofMatch(t) >= 0 {
-				g.set(g.marks, 0)
+			if r := bwd.eofMatch(t); r >= 0 {
+				g.mark(0, r)
 			}
 			return
 		}
@@ -540,15 +602,23 @@ func (g *guard) back(a *guardAutomata, buf []byte, prev int, top, lo int64, delt
 		}
 		t = n
 		if t.match >= 0 {
-			g.set(g.marks, p)
+			g.mark(p, t.match)
 		}
 		if q := p - 1; q&strideMask == 0 && !t.empty {
-			slot := q >> shift & slotMask
+			slot := q >> (shift & 63) & slotMask
 			if q <= old && g.revPos[slot] == q && g.revAt[slot] == t {
 				return
 			}
 			g.revAt[slot], g.revPos[slot] = t, q
 		}
+	}
+}
+
+// mark records that a match of rule r, the least such, starts at p.
+func (g *guard) mark(p int64, r int32) {
+	g.set(g.marks, p)
+	if g.rules != nil {
+		g.rules[p&g.rulesMask] = uint8(min(r, 255))
 	}
 }
 
@@ -702,6 +772,15 @@ func emptyContextRev(after uint8, before int) syntax.EmptyOp {
 // longest returns the most bytes a match of any rule can hold, or
 // unbounded if some rule can repeat (the program has a loop).
 func (p *nfa) longest() int {
+	best := 0
+	for _, n := range p.longestEach() {
+		best = max(best, n)
+	}
+	return best
+}
+
+// longestEach returns longest for each rule alone.
+func (p *nfa) longestEach() []int {
 	const (
 		unvisited = iota
 		inProgress
@@ -735,11 +814,11 @@ func (p *nfa) longest() int {
 		mark[pc], val[pc] = finished, n
 		return n
 	}
-	best := 0
-	for _, pc := range p.start {
-		best = max(best, walk(pc))
+	each := make([]int, len(p.start))
+	for r, pc := range p.start {
+		each[r] = max(0, walk(pc))
 	}
-	return best
+	return each
 }
 
 // unbounded is longest's answer for a rule that can repeat without bound.

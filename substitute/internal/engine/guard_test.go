@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -204,5 +205,113 @@ func TestGuardCoveredSkipsOnlyANoOpCover(t *testing.T) {
 				t.Fatalf("#%d rules %+v body %q: cover at %d succeeded (top %d), covered says no", it, rules, body, j, g.top)
 			}
 		}
+	}
+}
+
+// TestGuardDecidedAgreesWithAttempts: wherever guard.decided settles a
+// candidate without an attempt, an anchored attempt there (with the
+// drops at max_match a stream makes) finds the same match: same end, same
+// rule. Random rule sets and bodies, both priorities, now and then a
+// small ring (so that the slots of the marks' rules are shared by
+// positions of one body); and on the dense body of BenchmarkWorstCase's
+// mixed case it decides nearly every match, at max_match 1 KiB and 16 KiB.
+func TestGuardDecidedAgreesWithAttempts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(32, 3))
+	iters := 1500
+	if testing.Short() || raceEnabled {
+		iters = 150
+	}
+	decided := 0
+	check := func(what string, s *Set, body []byte) int {
+		n := 0
+		a := s.guardAutomata()
+		g := new(guard)
+		g.restart(a, 0, 0)
+		for j := 0; j < len(body); j++ {
+			if !g.cover(s, body, j, -1, true, 0) {
+				t.Fatalf("%s: cover at %d failed on a whole body", what, j)
+			}
+			e1, ok := g.worth(s, int64(j))
+			if !ok {
+				continue
+			}
+			e, r, ok := g.decided(s, int64(j), e1)
+			if !ok {
+				continue
+			}
+			n++
+			if wantLen, wantRule := attemptAt(s, body, j); int(e)-j != wantLen || r != wantRule {
+				t.Fatalf("%s: at %d decided a match of %d bytes of rule %d, the attempt %d bytes of rule %d", what, j, int(e)-j, r, wantLen, wantRule)
+			}
+		}
+		return n
+	}
+	for it := range iters {
+		rules := randRules(rng)
+		prio := Priority(rng.IntN(2))
+		var body []byte
+		for range rng.IntN(300) {
+			body = append(body, guardAlpha[rng.IntN(len(guardAlpha))]...)
+		}
+		s, err := Compile(rules, Options{Priority: prio, MaxMatch: 1 + rng.IntN(80)})
+		if err != nil {
+			continue
+		}
+		if rng.IntN(2) == 0 {
+			s.guardRing = 16
+		}
+		decided += check(fmt.Sprintf("#%d rules %+v prio %d max %d body %q", it, rules, prio, s.maxMatch, body), s, body)
+	}
+	if decided == 0 {
+		t.Fatal("decided never settled a candidate")
+	}
+	for _, hc := range hostileCases() {
+		if hc.name != "mixed" {
+			continue
+		}
+		body := hc.body[:80000]
+		for _, maxMatch := range []int{1 << 10, DefaultMaxMatch} {
+			s := mustCompile(t, hc.rules, Options{MaxMatch: maxMatch})
+			if n := check("mixed", s, body); n < len(body)/8-maxMatch/8-200 {
+				t.Fatalf("mixed max_match %d: decided %d of the %d matches", maxMatch, n, len(body)/8)
+			}
+		}
+	}
+}
+
+// attemptAt returns the match an anchored attempt at body[j] finds, with
+// every rule active, as a stream does at the end of the body (Stream.drop
+// and Stream.settle): its length and rule, or -1 and -1.
+func attemptAt(s *Set, body []byte, j int) (int, int32) {
+	prev := -1
+	if j > 0 {
+		prev = int(body[j-1])
+	}
+	pc := prevClass(prev)
+	rest := NewMask(len(s.rules))
+	copy(rest, s.all)
+	start := s.full[pc]
+	for {
+		a := attempt{bestLen: -1}
+		t, why := s.runPlain(&a, start, body, j, j)
+		switch why {
+		case runStarved:
+			if m := s.dfa.eofMatch(t); m >= 0 {
+				return len(body) - j, m
+			}
+			fallthrough
+		case runDead:
+			if a.bestLen < 0 {
+				return -1, -1
+			}
+			return a.bestLen, a.bestRule
+		}
+		for _, p := range t.pcs {
+			rest.Remove(int(s.prog.insts[p].rule))
+		}
+		if rest.Empty() {
+			return -1, -1
+		}
+		start = s.dfa.start(rest, pc, false)
 	}
 }

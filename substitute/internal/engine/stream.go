@@ -356,13 +356,17 @@ func (st *Stream) processGuarded(buf []byte, start, from int, final bool) int {
 				st.waiting = true
 				st.write(buf[emit:j])
 				return j
-			} else if !g.worth(s, m) {
+			}
+			e1, ok := g.worth(s, m)
+			if !ok {
 				i = j + 1
 				continue
 			}
 			st.attempts.add()
 			if e, ok := g.only(s, m); ok && st.all {
 				st.run.bestLen, st.run.bestRule = int(e-m), 0
+			} else if e, r, ok := g.decided(s, m, e1); ok && st.all {
+				st.run.bestLen, st.run.bestRule = int(e-m), r
 			} else if !st.literal(buf, j) {
 				prev := prevClass(st.prevByte(buf, start, j))
 				st.running = true
