@@ -111,8 +111,8 @@ func (h *Handler) sameSite(r *http.Request, target string) bool {
 	if scheme != "http" && scheme != "https" {
 		return false
 	}
-	origin := scheme + "://" + strings.ToLower(u.Host)
-	if origin == requestScheme(r)+"://"+strings.ToLower(r.Host) {
+	origin := originOf(scheme, u.Host)
+	if origin == originOf(requestScheme(r), r.Host) {
 		return true
 	}
 	return contains(h.origins, origin)

@@ -269,3 +269,15 @@ func (f *flushRecorder) Flush() {
 		f.WriteHeader(200)
 	}
 }
+
+// TestHandlerSameOriginDefaultPort: a link that spells out its scheme's
+// default port names the same origin as one that leaves it out.
+func TestHandlerSameOriginDefaultPort(t *testing.T) {
+	h := newHandler(t, &Handler{AllowOrigin: []string{"https://cdn.example.net"}})
+	serve(t, h, navigation("/", 2), page("<https://cdn.example.net:443/a.js>; rel=preload", "<https://example.com:443/b.js>; rel=preload",
+		"<https://cdn.example.net:8443/c.js>; rel=preload"))
+	want := []string{"<https://cdn.example.net:443/a.js>; rel=preload", "<https://example.com:443/b.js>; rel=preload"}
+	if got := h.store.get("example.com /"); !slices.Equal(got, want) {
+		t.Fatalf("learned %q, want %q", got, want)
+	}
+}
