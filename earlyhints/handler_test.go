@@ -182,7 +182,7 @@ func TestHandlerAllowOrigin(t *testing.T) {
 	serve(t, h, navigation("/", 2), page("<https://cdn.example.net/a.js>; rel=preload; as=script",
 		"<https://other.example.net/b.js>; rel=preload", "<http://example.com/c.js>; rel=preload", "<//cdn.example.net/d.js>; rel=preload"))
 	want := []string{"<https://cdn.example.net/a.js>; rel=preload; as=script", "<//cdn.example.net/d.js>; rel=preload"}
-	if got := h.store.get("example.com /"); !slices.Equal(got, want) {
+	if got := h.store.getString("example.com /"); !slices.Equal(got, want) {
 		t.Fatalf("learned %q, want %q", got, want)
 	}
 }
@@ -277,7 +277,7 @@ func TestHandlerSameOriginDefaultPort(t *testing.T) {
 	serve(t, h, navigation("/", 2), page("<https://cdn.example.net:443/a.js>; rel=preload", "<https://example.com:443/b.js>; rel=preload",
 		"<https://cdn.example.net:8443/c.js>; rel=preload"))
 	want := []string{"<https://cdn.example.net:443/a.js>; rel=preload", "<https://example.com:443/b.js>; rel=preload"}
-	if got := h.store.get("example.com /"); !slices.Equal(got, want) {
+	if got := h.store.getString("example.com /"); !slices.Equal(got, want) {
 		t.Fatalf("learned %q, want %q", got, want)
 	}
 }
