@@ -57,7 +57,7 @@ func BenchmarkHandler(b *testing.B) {
 		next caddyhttp.Handler
 	}{{"asset", assetReq, asset}, {"navigation_unlearned", navReq, perUser}} {
 		for _, mode := range []string{"off", "on"} {
-			b.Run(tc.name+"/"+mode, func(b *testing.B) {
+			b.Run(tc.name+"/handler="+mode, func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					clear(w.h)

@@ -55,7 +55,15 @@ func learnable(r *http.Request, status int, h http.Header) bool {
 // every response the handler passes.
 func isHTML(ct string) bool {
 	const html = "text/html"
-	ct = strings.TrimLeft(ct, " \t")
+	if len(ct) > 0 && (ct[0] == ' ' || ct[0] == '\t') {
+		ct = strings.TrimLeft(ct, " \t")
+	}
+	if strings.HasPrefix(ct, html) { // as written almost always: no EqualFold
+		rest := ct[len(html):]
+		if rest == "" || rest[0] == ';' {
+			return true
+		}
+	}
 	if len(ct) < len(html) || !strings.EqualFold(ct[:len(html)], html) {
 		return false
 	}

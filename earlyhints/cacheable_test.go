@@ -52,6 +52,7 @@ func TestLearnable(t *testing.T) {
 func TestIsHTML(t *testing.T) {
 	for ct, want := range map[string]bool{
 		"text/html": true, "Text/HTML; charset=utf-8": true, " text/html ;q=1": true,
+		"text/html;charset=utf-8": true, "text/html\t;q=1": true, "text/html x": false,
 		"text/htmlx": false, "text/plain": false, "": false, "application/xhtml+xml": false, "text/htm": false,
 	} {
 		if got := isHTML(ct); got != want {

@@ -113,13 +113,18 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n <= 0 || (opt == "max_paths" && n > 1<<30) {
+			if err != nil || n <= 0 {
 				return d.Errf("early_hints: %s: %q: want a positive integer", opt, v)
 			}
 			if opt == "max_paths" {
-				h.MaxPaths = int(n)
+				err = checkBounds(n, 0)
+				h.MaxPaths = int(min(n, maxMaxPaths+1))
 			} else {
+				err = checkBounds(0, n)
 				h.MaxBytes = n
+			}
+			if err != nil {
+				return d.Errf("early_hints: %v", err)
 			}
 		case "max_age":
 			v, err := one()
@@ -132,6 +137,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.MaxAge = caddy.Duration(dur)
 		}
+	}
+	// After the block: an allow_origin may follow the link it allows.
+	if err := h.checkLinkOrigins(); err != nil {
+		return d.Err(err.Error())
 	}
 	return nil
 }

@@ -17,12 +17,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if r.Method != http.MethodGet {
 		return next.ServeHTTP(w, r)
 	}
-	// The key is made only when needed: on a request that gets no hint
-	// (an asset, a fetch), only when its response turns out learnable.
-	key := ""
+	// The key is looked up in a buffer on the stack (the map lookup of a
+	// string([]byte) does not allocate); the string is made only when a
+	// response turns out learnable.
 	var hinted []string
 	if h.hints(r) {
-		if key = pageKey(r); key == "" {
+		var buf [keyBufLen]byte
+		key, ok := appendPageKey(buf[:0], r)
+		if !ok {
 			return next.ServeHTTP(w, r)
 		}
 		hinted = h.hintLinks(key)
@@ -46,7 +48,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return next.ServeHTTP(w, r)
 	}
 	lw := writers.Get().(*writer)
-	*lw = writer{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, h: h, r: r, key: key, hinted: hinted}
+	*lw = writer{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, h: h, r: r, hinted: hinted}
 	err := next.ServeHTTP(lw, r)
 	*lw = writer{} // nothing of this request stays reachable from the pool
 	writers.Put(lw)
@@ -63,12 +65,21 @@ func (h *Handler) hints(r *http.Request) bool {
 	if r.ProtoMajor < 2 && !h.HTTP1 {
 		return false
 	}
-	return h.HintOn == HintAny || r.Header.Get("Sec-Fetch-Mode") == "navigate"
+	// Indexed, not Get: the servers (HTTP/1, 2 and 3) canonicalise request
+	// header keys, and Get would canonicalise this one on every request.
+	return h.HintOn == HintAny || firstValue(r.Header["Sec-Fetch-Mode"]) == "navigate"
+}
+
+func firstValue(values []string) string {
+	if len(values) == 0 {
+		return ""
+	}
+	return values[0]
 }
 
 // hintLinks are the configured links and then the learned ones not
 // configured already.
-func (h *Handler) hintLinks(key string) []string {
+func (h *Handler) hintLinks(key []byte) []string {
 	learned := h.store.get(key)
 	if len(h.manual) == 0 {
 		return learned
@@ -82,15 +93,32 @@ func (h *Handler) hintLinks(key string) []string {
 	return out
 }
 
-// pageKey is the store key of r: its host (lowercased) and path, without
-// the query (a page's assets rarely depend on it, and a query per visitor
-// would flood the store); "" when too long to keep.
-func pageKey(r *http.Request) string {
+// keyBufLen is the stack buffer a lookup's key is built in: longer keys
+// (up to maxKeyLen) cost an allocation.
+const keyBufLen = 256
+
+// appendPageKey appends the store key of r to b: its host (lowercased)
+// and path, without the query (a page's assets rarely depend on it, and a
+// query per visitor would flood the store); false when too long to keep.
+func appendPageKey(b []byte, r *http.Request) ([]byte, bool) {
+	// Neither allocates when nothing changes (a lowercase host, a path
+	// that needs no escaping).
 	host, path := strings.ToLower(r.Host), r.URL.EscapedPath()
 	if len(host)+len(path)+1 > maxKeyLen {
+		return b, false
+	}
+	b = append(b, host...)
+	b = append(b, ' ')
+	return append(b, path...), true
+}
+
+// pageKey is appendPageKey's key as a string, "" when too long.
+func pageKey(r *http.Request) string {
+	b, ok := appendPageKey(nil, r)
+	if !ok {
 		return ""
 	}
-	return host + " " + path
+	return string(b)
 }
 
 // sameSite reports whether a link's target may be hinted to r's client:
@@ -111,8 +139,8 @@ func (h *Handler) sameSite(r *http.Request, target string) bool {
 	if scheme != "http" && scheme != "https" {
 		return false
 	}
-	origin := scheme + "://" + strings.ToLower(u.Host)
-	if origin == requestScheme(r)+"://"+strings.ToLower(r.Host) {
+	origin := originOf(scheme, u.Host)
+	if origin == originOf(requestScheme(r), r.Host) {
 		return true
 	}
 	return contains(h.origins, origin)
@@ -126,12 +154,11 @@ func requestScheme(r *http.Request) string {
 }
 
 // learnFrom stores the hintable, allowed links of a learnable response
-// under key (made here when the request did not need it before).
-func (h *Handler) learnFrom(r *http.Request, key string, values []string) {
+// under r's key.
+func (h *Handler) learnFrom(r *http.Request, values []string) {
+	key := pageKey(r)
 	if key == "" {
-		if key = pageKey(r); key == "" {
-			return
-		}
+		return
 	}
 	var links []string
 	for _, l := range parseLinks(values) {

@@ -182,7 +182,7 @@ func TestHandlerAllowOrigin(t *testing.T) {
 	serve(t, h, navigation("/", 2), page("<https://cdn.example.net/a.js>; rel=preload; as=script",
 		"<https://other.example.net/b.js>; rel=preload", "<http://example.com/c.js>; rel=preload", "<//cdn.example.net/d.js>; rel=preload"))
 	want := []string{"<https://cdn.example.net/a.js>; rel=preload; as=script", "<//cdn.example.net/d.js>; rel=preload"}
-	if got := h.store.get("example.com /"); !slices.Equal(got, want) {
+	if got := h.store.getString("example.com /"); !slices.Equal(got, want) {
 		t.Fatalf("learned %q, want %q", got, want)
 	}
 }
@@ -267,5 +267,17 @@ type flushRecorder struct{ *recorder }
 func (f *flushRecorder) Flush() {
 	if len(f.written) == 0 {
 		f.WriteHeader(200)
+	}
+}
+
+// TestHandlerSameOriginDefaultPort: a link that spells out its scheme's
+// default port names the same origin as one that leaves it out.
+func TestHandlerSameOriginDefaultPort(t *testing.T) {
+	h := newHandler(t, &Handler{AllowOrigin: []string{"https://cdn.example.net"}})
+	serve(t, h, navigation("/", 2), page("<https://cdn.example.net:443/a.js>; rel=preload", "<https://example.com:443/b.js>; rel=preload",
+		"<https://cdn.example.net:8443/c.js>; rel=preload"))
+	want := []string{"<https://cdn.example.net:443/a.js>; rel=preload", "<https://example.com:443/b.js>; rel=preload"}
+	if got := h.store.getString("example.com /"); !slices.Equal(got, want) {
+		t.Fatalf("learned %q, want %q", got, want)
 	}
 }

@@ -18,7 +18,9 @@ package earlyhints
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,6 +50,12 @@ const (
 	defaultMaxBytes = 16 << 20
 	defaultMaxAge   = time.Hour
 	maxManualLinks  = maxPathLinks
+	// The largest max_paths and max_bytes accepted: the store is in
+	// memory on every PoP, and a value past these is a typo (or a unit
+	// mistaken) rather than a plan. Each path costs at least entrySize
+	// bytes, so 1 GiB holds under 7 million paths anyway.
+	maxMaxPaths = 10_000_000
+	maxMaxBytes = 1 << 30
 )
 
 // Handler sends learned and configured links in a 103 Early Hints response.
@@ -160,6 +168,9 @@ func (h *Handler) Validate() error {
 	if h.MaxPaths < 0 || h.MaxBytes < 0 || h.MaxAge < 0 {
 		return errors.New("early_hints: max_paths, max_bytes and max_age must not be negative (0 is the default)")
 	}
+	if err := checkBounds(int64(h.MaxPaths), h.MaxBytes); err != nil {
+		return fmt.Errorf("early_hints: %w", err)
+	}
 	for _, o := range h.AllowOrigin {
 		if err := checkOrigin(o); err != nil {
 			return fmt.Errorf("early_hints: allow_origin: %w", err)
@@ -173,7 +184,7 @@ func (h *Handler) Validate() error {
 			return fmt.Errorf("early_hints: link: %w", err)
 		}
 	}
-	return nil
+	return h.checkLinkOrigins()
 }
 
 // value is the Link field value of a configured link, or why it cannot
@@ -199,14 +210,99 @@ func (l Link) value() (string, error) {
 	return v, nil
 }
 
-// checkOrigin accepts a serialised http(s) origin: scheme://host[:port].
+// checkBounds refuses a max_paths or max_bytes past its bound.
+func checkBounds(maxPaths, maxBytes int64) error {
+	if maxPaths > maxMaxPaths {
+		return fmt.Errorf("max_paths %d: at most %d: the store is held in memory; leave it out for the default %d", maxPaths, maxMaxPaths, defaultMaxPaths)
+	}
+	if maxBytes > maxMaxBytes {
+		return fmt.Errorf("max_bytes %d: at most %d (1 GiB): the store is held in memory; leave it out for the default %d (16 MiB)", maxBytes, maxMaxBytes, defaultMaxBytes)
+	}
+	return nil
+}
+
+// checkOrigin accepts a serialised http(s) origin, scheme://host[:port],
+// in the one spelling a link's origin is compared in (case aside): a
+// port of 1-65535 other than the scheme's default, a host name of
+// letters, digits, hyphens and dots, an IPv4 address or a bracketed IPv6
+// address. There are no wildcards: an origin allowed is one the operator
+// named, never every subdomain (one of which may be anyone's).
 func checkOrigin(o string) error {
 	u, err := url.Parse(o)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" ||
 		u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(o, " \t\r\n,;\"\\") || u.Opaque != "" {
 		return fmt.Errorf("%q: want an origin such as https://cdn.example.com (scheme and host, nothing after)", o)
 	}
+	host, port := u.Hostname(), u.Port()
+	if strings.Contains(host, "*") {
+		return fmt.Errorf("%q: allow_origin has no wildcards: name each origin, e.g. https://cdn.example.com", o)
+	}
+	if strings.HasSuffix(u.Host, ":") {
+		return fmt.Errorf("%q: no port after ':': write %s://%s", o, u.Scheme, strings.TrimSuffix(u.Host, ":"))
+	}
+	if port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] == '0' {
+			return fmt.Errorf("%q: port %q must be 1-65535, without leading zeros", o, port)
+		}
+		if (u.Scheme == "https" && port == "443") || (u.Scheme == "http" && port == "80") {
+			return fmt.Errorf("%q: a link to the default port names the same origin: write %s://%s, without :%s", o, u.Scheme, strings.TrimSuffix(u.Host, ":"+port), port)
+		}
+	}
+	if strings.HasPrefix(u.Host, "[") {
+		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() || a.Zone() != "" {
+			return fmt.Errorf("%q: %q is not an IPv6 address", o, host)
+		}
+		return nil
+	}
+	for _, label := range strings.Split(host, ".") {
+		if label == "" || strings.Trim(label, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != "" {
+			return fmt.Errorf("%q: %q is not a host name (letters, digits, hyphens, dots) or IP address", o, host)
+		}
+	}
 	return nil
+}
+
+// checkLinkOrigins holds the configured links to the origins learned
+// links are held to: a relative link is the site's own; an absolute one
+// must be on an allow_origin. The handler does not know its site's
+// hosts (a site block may name several, or a wildcard), so a link to the
+// site itself is written relative, or its origin listed.
+func (h *Handler) checkLinkOrigins() error {
+	for _, l := range h.Links {
+		u, err := url.Parse(l.URL)
+		if err != nil {
+			return fmt.Errorf("early_hints: link %q: %w", l.URL, err)
+		}
+		if u.Scheme == "" {
+			if strings.HasPrefix(l.URL, "//") {
+				return fmt.Errorf("early_hints: link %q: write it with its scheme (https:%s), or relative to the site", l.URL, l.URL)
+			}
+			continue
+		}
+		scheme := strings.ToLower(u.Scheme)
+		if (scheme != "http" && scheme != "https") || u.Host == "" {
+			return fmt.Errorf("early_hints: link %q: a hint names an http or https URL, or a path", l.URL)
+		}
+		origin := originOf(scheme, u.Host)
+		allowed := false
+		for _, o := range h.AllowOrigin {
+			allowed = allowed || strings.ToLower(o) == origin
+		}
+		if !allowed {
+			return fmt.Errorf("early_hints: link %q: its origin %s is not in allow_origin: add \"allow_origin %s\", or write the link relative to the site", l.URL, origin, origin)
+		}
+	}
+	return nil
+}
+
+// originOf is the serialised origin of a scheme and host as allow_origin
+// holds them: lowercase, without the scheme's default port.
+func originOf(scheme, host string) string {
+	scheme, host = strings.ToLower(scheme), strings.ToLower(host)
+	if (scheme == "https" && strings.HasSuffix(host, ":443")) || (scheme == "http" && strings.HasSuffix(host, ":80")) {
+		host = host[:strings.LastIndexByte(host, ':')]
+	}
+	return scheme + "://" + host
 }
 
 // Interface guards.

@@ -39,11 +39,12 @@ func newStore(maxPaths int, maxBytes int64, maxAge time.Duration) *store {
 }
 
 // get returns the links learned under key (shared: callers must not
-// modify them), marking it recently used.
-func (s *store) get(key string) []string {
+// modify them), marking it recently used. The key is bytes so that a
+// lookup from a stack buffer does not allocate.
+func (s *store) get(key []byte) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.items[key]
+	e, ok := s.items[string(key)]
 	if !ok {
 		return nil
 	}

@@ -27,10 +27,10 @@ func TestStoreLRU(t *testing.T) {
 	s, _ := testStore(2, 1<<20, time.Hour)
 	s.put("a", []string{"</a>; rel=preload"})
 	s.put("b", []string{"</b>; rel=preload"})
-	s.get("a")
+	s.getString("a")
 	s.put("c", []string{"</c>; rel=preload"})
-	if s.get("b") != nil || s.get("a") == nil || s.get("c") == nil || s.len() != 2 {
-		t.Fatalf("after a, b, get a, c: b %v a %v c %v len %d; want b evicted", s.get("b"), s.get("a"), s.get("c"), s.len())
+	if s.getString("b") != nil || s.getString("a") == nil || s.getString("c") == nil || s.len() != 2 {
+		t.Fatalf("after a, b, get a, c: b %v a %v c %v len %d; want b evicted", s.getString("b"), s.getString("a"), s.getString("c"), s.len())
 	}
 }
 
@@ -44,12 +44,12 @@ func TestStoreRelearnAndForget(t *testing.T) {
 		t.Fatal("same links reported as changed")
 	}
 	s.put("p", []string{"</v2.js>; rel=preload"})
-	if got := s.get("p"); !slices.Equal(got, []string{"</v2.js>; rel=preload"}) {
+	if got := s.getString("p"); !slices.Equal(got, []string{"</v2.js>; rel=preload"}) {
 		t.Fatalf("after relearning: %q", got)
 	}
 	s.put("p", nil)
-	if s.get("p") != nil || s.len() != 0 || s.size() != 0 {
-		t.Fatalf("an empty put left %v (len %d, %d bytes)", s.get("p"), s.len(), s.size())
+	if s.getString("p") != nil || s.len() != 0 || s.size() != 0 {
+		t.Fatalf("an empty put left %v (len %d, %d bytes)", s.getString("p"), s.len(), s.size())
 	}
 }
 
@@ -61,11 +61,11 @@ func TestStoreExpiry(t *testing.T) {
 	c.t = c.t.Add(59 * time.Minute)
 	s.put("p", []string{"</a>; rel=preload"}) // seen again: renewed
 	c.t = c.t.Add(59 * time.Minute)
-	if s.get("p") == nil {
+	if s.getString("p") == nil {
 		t.Fatal("renewed entry expired")
 	}
 	c.t = c.t.Add(61 * time.Minute)
-	if s.get("p") != nil || s.len() != 0 {
+	if s.getString("p") != nil || s.len() != 0 {
 		t.Fatal("entry older than max_age still hinted")
 	}
 }
@@ -140,7 +140,7 @@ func TestStoreCloseDropsEverything(t *testing.T) {
 		t.Fatalf("store holds %d, want 50", s.len())
 	}
 	s.close()
-	if s.len() != 0 || s.size() != 0 || s.get("a.test/1") != nil {
+	if s.len() != 0 || s.size() != 0 || s.getString("a.test/1") != nil {
 		t.Fatalf("closed store holds %d paths, %d bytes", s.len(), s.size())
 	}
 	if s.put("a.test/x", []string{"</b.js>; rel=preload; as=script"}) || s.len() != 0 {
@@ -161,3 +161,6 @@ func TestCleanupClosesTheStore(t *testing.T) {
 		t.Fatal("Cleanup left the store full")
 	}
 }
+
+// getString is get with a string key.
+func (s *store) getString(key string) []string { return s.get([]byte(key)) }

@@ -15,7 +15,6 @@ type writer struct {
 	caddyhttp.ResponseWriterWrapper
 	h           *Handler
 	r           *http.Request
-	key         string
 	hinted      []string // the links this handler sent in its own 103
 	early       []string // the Link values of the origin's 103s
 	wroteHeader bool
@@ -60,7 +59,7 @@ func (w *writer) WriteHeader(status int) {
 	}
 	w.wroteHeader = true
 	if learnable(w.r, status, hdr) {
-		w.h.learnFrom(w.r, w.key, append(w.early, hdr["Link"]...))
+		w.h.learnFrom(w.r, append(w.early, hdr["Link"]...))
 	}
 	w.ResponseWriterWrapper.WriteHeader(status)
 }
