@@ -58,10 +58,18 @@ func (w *writer) WriteHeader(status int) {
 		return
 	}
 	w.wroteHeader = true
+	// Decided after the header is passed on, not before: the writers of
+	// the handlers outside this one (a header directive's deferred ops:
+	// "header >Cache-Control private", "header >Vary Cookie", a deferred
+	// Set-Cookie) share this header map and change it in their
+	// WriteHeader, before it reaches the server. Once the call returns,
+	// the map holds what the client receives, and a response made per-user
+	// on its way out is not learned. (The server copies the map when it
+	// writes the header; reading it afterwards is safe.)
+	w.ResponseWriterWrapper.WriteHeader(status)
 	if learnable(w.r, status, hdr) {
 		w.h.learnFrom(w.r, append(w.early, hdr["Link"]...))
 	}
-	w.ResponseWriterWrapper.WriteHeader(status)
 }
 
 func (w *writer) Write(p []byte) (int, error) {
