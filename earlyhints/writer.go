@@ -35,6 +35,9 @@ func (w *writer) WriteHeader(status int) {
 		if len(w.early) < maxPathLinks*4 {
 			w.early = append(w.early, values...)
 		}
+		if !w.r.ProtoAtLeast(1, 1) {
+			return // RFC 9110 §15.2: no 1xx to an HTTP/1.0 client
+		}
 		if len(w.hinted) > 0 {
 			var fresh []string
 			for _, l := range parseLinks(values) {
