@@ -20,10 +20,12 @@ type writer struct {
 	wroteHeader bool
 }
 
-// WriteHeader records the Link fields of an origin's 103 and passes it on
-// only when it has a link this handler did not hint already (and then
-// with those links alone: no duplicate hints). On the final header it
-// learns the page's links.
+// WriteHeader records the Link fields of an origin's 103 and passes it
+// on: with the links this handler did not hint already alone when it has
+// any (no duplicate hints), else unchanged, so that its other fields
+// (Content-Security-Policy, Referrer-Policy) reach a client that reads a
+// second 103 (Chromium reads only the first: the PoP's). On the final
+// header it learns the page's links.
 func (w *writer) WriteHeader(status int) {
 	if w.wroteHeader {
 		w.ResponseWriterWrapper.WriteHeader(status)
@@ -46,7 +48,8 @@ func (w *writer) WriteHeader(status int) {
 				}
 			}
 			if len(fresh) == 0 {
-				return // every link already hinted: drop the 103
+				w.ResponseWriterWrapper.WriteHeader(status)
+				return
 			}
 			hdr["Link"] = fresh
 			w.ResponseWriterWrapper.WriteHeader(status)
