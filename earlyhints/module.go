@@ -11,8 +11,11 @@
 //	}
 //
 // Links are learned only from 2xx HTML responses a shared cache could give
-// anyone (no Set-Cookie, not private or no-store, ...), and only same-site
-// links (or those of allow_origin). See docs/early-hints.md.
+// anyone (no Set-Cookie, not private or no-store, ...), judged on the
+// header as the client receives it (after the header directive's deferred
+// changes), keyed on the host and the path the client asked for (before
+// rewrite or try_files), and only same-site links (or those of
+// allow_origin). See docs/early-hints.md.
 package earlyhints
 
 import (
@@ -76,15 +79,16 @@ type Handler struct {
 	// or "any" (every GET the handler's matcher lets in).
 	HintOn HintOn `json:"hint_on,omitempty"`
 
-	// HTTP1 also hints HTTP/1.x requests. Default false: some HTTP/1.1
-	// clients take a 1xx for the final response (see docs/early-hints.md).
+	// HTTP1 also hints HTTP/1.1 requests (never HTTP/1.0, which gets no
+	// 1xx: RFC 9110 §15.2). Default false: some HTTP/1.1 clients take a
+	// 1xx for the final response (see docs/early-hints.md).
 	HTTP1 bool `json:"http1,omitempty"`
 
 	// MaxPaths bounds the learned paths (LRU). Default 10000.
 	MaxPaths int `json:"max_paths,omitempty"`
 
 	// MaxBytes bounds the bytes the learned links and their keys take.
-	// Default 16 MiB.
+	// Default 16 MiB, at least 18848 (one path's largest entry).
 	MaxBytes int64 `json:"max_bytes,omitempty"`
 
 	// MaxAge is how long learned links are hinted without being seen

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -68,6 +71,28 @@ https://localhost:{$HTTPS_PORT} {
 			header_up X-Page {http.request.orig_uri.path}
 		}
 	}
+	handle /cookie-103-defer/* {
+		header {
+			Set-Cookie edge=1
+			defer
+		}
+		early_hints {
+			link /hand.css preload style
+		}
+		reverse_proxy %[1]s
+	}
+	handle /cookie-103-2xx/* {
+		header {
+			Set-Cookie edge=1
+			match {
+				status 2xx
+			}
+		}
+		early_hints {
+			link /hand.css preload style
+		}
+		reverse_proxy %[1]s
+	}
 	handle /h1/* {
 		early_hints {
 			http1 on
@@ -127,6 +152,39 @@ func TestEarlyHintsReviewFindings(t *testing.T) {
 			want := []string{"<" + p + ".png>; rel=preload; as=image"}
 			if len(got.early) != 1 || !slices.Equal(got.early[0], want) {
 				t.Errorf("%s: 103s %q; want one with %q", p, got.early, want)
+			}
+		}
+	})
+
+	// What docs/early-hints.md says of the PoP's 103: Caddy's header
+	// handler applies a deferred operation to 1xx responses too; a
+	// response matcher (status 2xx) keeps it to the final response.
+	t.Run("deferred header ops reach the PoP's 103", func(t *testing.T) {
+		for _, tc := range []struct {
+			prefix string
+			on103  bool
+		}{{"/cookie-103-defer/", true}, {"/cookie-103-2xx/", false}} {
+			var mu sync.Mutex
+			var early []string
+			trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if code == http.StatusEarlyHints {
+					early = append(early, h.Get("Set-Cookie"))
+				}
+				return nil
+			}}
+			req, _ := http.NewRequest("GET", c.HTTPSURL(tc.prefix+"x"), nil)
+			req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+			req.Header.Set("Sec-Fetch-Mode", "navigate")
+			resp, _ := Do(t, h2, req)
+			mu.Lock()
+			if len(early) != 1 || (early[0] == "edge=1") != tc.on103 {
+				t.Errorf("%s: the 103s' Set-Cookie %q; want it on the 103: %v", tc.prefix, early, tc.on103)
+			}
+			mu.Unlock()
+			if got := resp.Header.Get("Set-Cookie"); got != "edge=1" {
+				t.Errorf("%s: the page's Set-Cookie %q, want edge=1", tc.prefix, got)
 			}
 		}
 	})
