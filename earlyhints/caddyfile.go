@@ -1,6 +1,7 @@
 package earlyhints
 
 import (
+	"errors"
 	"slices"
 	"strconv"
 
@@ -50,10 +51,19 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	seen := map[string]bool{}
 	for d.NextBlock(0) {
 		opt := d.Val()
 		if !slices.Contains(subdirectives, opt) {
 			return suggest.Unknown(d, opt, "early_hints", "", subdirectives...)
+		}
+		// Every option but allow_origin and link holds one value: a
+		// second line would silently replace the first.
+		if opt != "allow_origin" && opt != "link" {
+			if seen[opt] {
+				return d.Errf("early_hints: %s given twice: a second line would replace the first; keep one", opt)
+			}
+			seen[opt] = true
 		}
 		args := d.RemainingArgs()
 		one := func() (string, error) {
@@ -84,6 +94,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if _, err := l.value(); err != nil {
 				return d.Errf("early_hints: link: %v", err)
 			}
+			if len(h.Links) == maxManualLinks {
+				return d.Errf("early_hints: link %s: more than %d links (a 103 holds at most %d): keep those the page needs first", l.URL, maxManualLinks, maxPathLinks)
+			}
 			h.Links = append(h.Links, l)
 		case "hint_on":
 			v, err := one()
@@ -113,6 +126,13 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			n, err := strconv.ParseInt(v, 10, 64)
+			if errors.Is(err, strconv.ErrRange) && v[0] != '-' {
+				bound := int64(maxMaxPaths)
+				if opt == "max_bytes" {
+					bound = maxMaxBytes
+				}
+				return d.Errf("early_hints: %s %s: above the maximum, %d", opt, v, bound)
+			}
 			if err != nil || n <= 0 {
 				return d.Errf("early_hints: %s: %q: want a positive integer", opt, v)
 			}

@@ -60,9 +60,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 var writers = sync.Pool{New: func() any { return new(writer) }}
 
 // hints reports whether r gets a 103: a navigation (unless hint_on any)
-// over HTTP/2 or HTTP/3 (or HTTP/1.x with http1 on).
+// over HTTP/2 or HTTP/3 (or HTTP/1.1 with http1 on; never HTTP/1.0,
+// which RFC 9110 §15.2 sends no 1xx).
 func (h *Handler) hints(r *http.Request) bool {
-	if r.ProtoMajor < 2 && !h.HTTP1 {
+	if r.ProtoMajor < 2 && (!h.HTTP1 || !r.ProtoAtLeast(1, 1)) {
 		return false
 	}
 	// Indexed, not Get: the servers (HTTP/1, 2 and 3) canonicalise request
@@ -100,10 +101,20 @@ const keyBufLen = 256
 // appendPageKey appends the store key of r to b: its host (lowercased)
 // and path, without the query (a page's assets rarely depend on it, and a
 // query per visitor would flood the store); false when too long to keep.
+// The path is the one the client asked for, before rewrite, uri or
+// try_files (which run before this handler) changed it: behind a front
+// controller ("try_files {path} /index.php") every page would otherwise
+// share one entry, and the last page seen would set every page's hints.
 func appendPageKey(b []byte, r *http.Request) ([]byte, bool) {
+	u := r.URL
+	// Caddy keeps a copy of the request as it came (without its Host,
+	// which no handler before this one rewrites).
+	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && orig.URL != nil {
+		u = orig.URL
+	}
 	// Neither allocates when nothing changes (a lowercase host, a path
 	// that needs no escaping).
-	host, path := strings.ToLower(r.Host), r.URL.EscapedPath()
+	host, path := strings.ToLower(r.Host), u.EscapedPath()
 	if len(host)+len(path)+1 > maxKeyLen {
 		return b, false
 	}
@@ -128,6 +139,9 @@ func (h *Handler) sameSite(r *http.Request, target string) bool {
 	u, err := url.Parse(target)
 	if err != nil {
 		return false
+	}
+	if u.User != nil {
+		return false // "https://evil.example@cdn.example.com/a.js": no userinfo in a hint
 	}
 	if u.Scheme == "" && u.Host == "" {
 		return !strings.HasPrefix(target, "//") && u.Opaque == ""

@@ -21,6 +21,7 @@ type recorder struct {
 type written struct {
 	status int
 	links  []string
+	csp    string
 }
 
 func (r *recorder) Header() http.Header { return r.hdr }
@@ -31,7 +32,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 func (r *recorder) WriteHeader(s int) {
-	r.written = append(r.written, written{s, slices.Clone(r.hdr["Link"])})
+	r.written = append(r.written, written{s, slices.Clone(r.hdr["Link"]), r.hdr.Get("Content-Security-Policy")})
 }
 
 func newHandler(t *testing.T, h *Handler) *Handler {
@@ -52,16 +53,23 @@ func newHandler(t *testing.T, h *Handler) *Handler {
 // origin answers like an upstream page: optional 103 links, then its
 // final header.
 type origin struct {
-	early  []string
-	header http.Header
-	status int
+	early       []string
+	earlyHeader http.Header // the 103's fields besides Link
+	header      http.Header
+	status      int
 }
 
 func (o *origin) ServeHTTP(w http.ResponseWriter, _ *http.Request) error {
 	if len(o.early) > 0 {
 		w.Header()["Link"] = o.early
+		for k, v := range o.earlyHeader {
+			w.Header()[k] = v
+		}
 		w.WriteHeader(http.StatusEarlyHints)
 		delete(w.Header(), "Link")
+		for k := range o.earlyHeader {
+			delete(w.Header(), k)
+		}
 	}
 	for k, v := range o.header {
 		w.Header()[k] = v
@@ -188,22 +196,24 @@ func TestHandlerAllowOrigin(t *testing.T) {
 }
 
 // TestHandlerOriginEarlyHints: the origin's own 103 links are learned; a
-// later origin 103 with nothing new is dropped, one with a new link is
-// passed on with that link alone.
+// later origin 103 with nothing new is passed on unchanged (with its other
+// fields), one with a new link is passed on with that link alone.
 func TestHandlerOriginEarlyHints(t *testing.T) {
 	h := newHandler(t, &Handler{})
 	o := &origin{status: 200, early: []string{"</e.js>; rel=preload; as=script"}, header: http.Header{"Content-Type": {"text/html"}}}
+	o.earlyHeader = http.Header{"Content-Security-Policy": {"script-src 'self'"}}
 	first := serve(t, h, navigation("/", 2), o)
 	if len(first.written) != 2 || first.written[0].status != 103 {
 		t.Fatalf("the origin's 103 was not passed on: %+v", first.written)
 	}
 	second := serve(t, h, navigation("/", 2), o)
-	if len(second.written) != 2 || second.written[0].status != 103 || second.written[1].status != 200 {
-		t.Fatalf("second: %+v; want the PoP's 103 and the 200 (the origin's duplicate dropped)", second.written)
+	if len(second.written) != 3 || second.written[0].status != 103 || second.written[1].status != 103 ||
+		!slices.Equal(second.written[1].links, o.early) || second.written[1].csp != "script-src 'self'" {
+		t.Fatalf("second: %+v; want the PoP's 103, the origin's unchanged (with its CSP) and the 200", second.written)
 	}
 	o.early = append(o.early, "</new.css>; rel=preload; as=style")
 	third := serve(t, h, navigation("/", 2), o)
-	if len(third.written) != 3 || !slices.Equal(third.written[1].links, []string{"</new.css>; rel=preload; as=style"}) {
+	if len(third.written) != 3 || third.written[1].csp != "script-src 'self'" || !slices.Equal(third.written[1].links, []string{"</new.css>; rel=preload; as=style"}) {
 		t.Fatalf("third: %+v; want the origin's 103 with its new link alone", third.written)
 	}
 }

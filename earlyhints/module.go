@@ -11,12 +11,14 @@
 //	}
 //
 // Links are learned only from 2xx HTML responses a shared cache could give
-// anyone (no Set-Cookie, not private or no-store, ...), and only same-site
-// links (or those of allow_origin). See docs/early-hints.md.
+// anyone (no Set-Cookie, not private or no-store, ...), judged on the
+// header as the client receives it (after the header directive's deferred
+// changes), keyed on the host and the path the client asked for (before
+// rewrite or try_files), and only same-site links (or those of
+// allow_origin). See docs/early-hints.md.
 package earlyhints
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -56,6 +58,11 @@ const (
 	// bytes, so 1 GiB holds under 7 million paths anyway.
 	maxMaxPaths = 10_000_000
 	maxMaxBytes = 1 << 30
+	// The smallest max_bytes accepted: one path's largest entry (its
+	// overhead, the longest key kept and 16 links of the longest length),
+	// so that any learnable page fits; a store smaller than that would
+	// silently keep nothing of some pages (and, below entrySize, of any).
+	minMaxBytes = entrySize + maxKeyLen + maxPathLinks*(maxLinkLen+linkOverhead)
 )
 
 // Handler sends learned and configured links in a 103 Early Hints response.
@@ -72,15 +79,16 @@ type Handler struct {
 	// or "any" (every GET the handler's matcher lets in).
 	HintOn HintOn `json:"hint_on,omitempty"`
 
-	// HTTP1 also hints HTTP/1.x requests. Default false: some HTTP/1.1
-	// clients take a 1xx for the final response (see docs/early-hints.md).
+	// HTTP1 also hints HTTP/1.1 requests (never HTTP/1.0, which gets no
+	// 1xx: RFC 9110 §15.2). Default false: some HTTP/1.1 clients take a
+	// 1xx for the final response (see docs/early-hints.md).
 	HTTP1 bool `json:"http1,omitempty"`
 
 	// MaxPaths bounds the learned paths (LRU). Default 10000.
 	MaxPaths int `json:"max_paths,omitempty"`
 
 	// MaxBytes bounds the bytes the learned links and their keys take.
-	// Default 16 MiB.
+	// Default 16 MiB, at least 18848 (one path's largest entry).
 	MaxBytes int64 `json:"max_bytes,omitempty"`
 
 	// MaxAge is how long learned links are hinted without being seen
@@ -165,8 +173,13 @@ func (h *Handler) Validate() error {
 			return fmt.Errorf("early_hints: hint_on: %w", err)
 		}
 	}
-	if h.MaxPaths < 0 || h.MaxBytes < 0 || h.MaxAge < 0 {
-		return errors.New("early_hints: max_paths, max_bytes and max_age must not be negative (0 is the default)")
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"max_paths", int64(h.MaxPaths)}, {"max_bytes", h.MaxBytes}, {"max_age", int64(h.MaxAge)}} {
+		if f.v < 0 {
+			return fmt.Errorf("early_hints: %s %d: must not be negative; leave it out (or 0) for the default", f.name, f.v)
+		}
 	}
 	if err := checkBounds(int64(h.MaxPaths), h.MaxBytes); err != nil {
 		return fmt.Errorf("early_hints: %w", err)
@@ -177,7 +190,7 @@ func (h *Handler) Validate() error {
 		}
 	}
 	if len(h.Links) > maxManualLinks {
-		return fmt.Errorf("early_hints: %d links; at most %d", len(h.Links), maxManualLinks)
+		return fmt.Errorf("early_hints: links: %d links; at most %d (a 103 holds at most %d): keep those the page needs first", len(h.Links), maxManualLinks, maxPathLinks)
 	}
 	for _, l := range h.Links {
 		if _, err := l.value(); err != nil {
@@ -196,6 +209,14 @@ func (l Link) value() (string, error) {
 	}
 	if !validTarget(l.URL) {
 		return "", fmt.Errorf("%q: not a URL of printable ASCII without spaces, quotes, <, > or backslash", l.URL)
+	}
+	// One link is hinted to every visitor: it is sent as written, never
+	// expanded per request.
+	if strings.ContainsAny(l.URL, "{}") {
+		return "", fmt.Errorf("%q: placeholders are not expanded in a link (it is the same for every visitor): write the URL itself, with %%7B and %%7D for a literal { and }", l.URL)
+	}
+	if u, _ := url.Parse(l.URL); u.User != nil {
+		return "", fmt.Errorf("%q: a link has no user name or password (userinfo before @): write the URL without it", l.URL)
 	}
 	v := "<" + l.URL + ">; rel=" + l.Rel
 	if l.As != "" {
@@ -217,6 +238,9 @@ func checkBounds(maxPaths, maxBytes int64) error {
 	}
 	if maxBytes > maxMaxBytes {
 		return fmt.Errorf("max_bytes %d: at most %d (1 GiB): the store is held in memory; leave it out for the default %d (16 MiB)", maxBytes, maxMaxBytes, defaultMaxBytes)
+	}
+	if maxBytes > 0 && maxBytes < minMaxBytes {
+		return fmt.Errorf("max_bytes %d: at least %d, one path's largest entry (a smaller store cannot keep some pages' links); leave it out for the default %d (16 MiB)", maxBytes, minMaxBytes, defaultMaxBytes)
 	}
 	return nil
 }

@@ -1,8 +1,11 @@
 package earlyhints
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
 // TestValidateRefuses: what the Caddyfile refuses, Validate refuses in
@@ -30,6 +33,14 @@ func TestValidateRefuses(t *testing.T) {
 		{Handler{AllowOrigin: []string{"https://cdn.example.com"}, Links: []Link{{URL: "http://cdn.example.com/a.js", Rel: "preload"}}}, `add "allow_origin http://cdn.example.com"`},
 		{Handler{AllowOrigin: []string{"https://cdn.example.com"}, Links: []Link{{URL: "//cdn.example.com/a.js", Rel: "preload"}}}, "write it with its scheme"},
 		{Handler{Links: []Link{{URL: "javascript:alert(1)", Rel: "preload"}}}, "an http or https URL"},
+		{Handler{MaxPaths: -1}, "max_paths -1: must not be negative"},
+		{Handler{MaxBytes: -1}, "max_bytes -1: must not be negative"},
+		{Handler{MaxAge: -1}, "max_age -1: must not be negative"},
+		{Handler{MaxBytes: entrySize - 1}, "max_bytes 159: at least 18848"},
+		{Handler{MaxBytes: minMaxBytes - 1}, "max_bytes 18847: at least 18848"},
+		{Handler{Links: []Link{{URL: "/{http.request.uri.query}", Rel: "preload"}}}, "placeholders are not expanded"},
+		{Handler{Links: []Link{{URL: "/a.js?v={env.V}", Rel: "preload"}}}, "placeholders are not expanded"},
+		{Handler{Links: slices.Repeat([]Link{{URL: "/a.js", Rel: "preload"}}, maxManualLinks+1)}, "links: 17 links; at most 16"},
 	} {
 		err := tc.h.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -43,6 +54,8 @@ func TestValidateAccepts(t *testing.T) {
 	for _, h := range []Handler{
 		{AllowOrigin: []string{"https://cdn.example.com", "http://127.0.0.1:8080", "https://[2001:db8::1]:8443", "https://CDN.Example.com"}},
 		{MaxPaths: maxMaxPaths, MaxBytes: maxMaxBytes},
+		{MaxBytes: minMaxBytes},
+		{Links: []Link{{URL: "/a.js?v=%7Bx%7D", Rel: "preload"}}},
 		{Links: []Link{{URL: "/app.css", Rel: "preload", As: "style"}, {URL: "app.js", Rel: "modulepreload"}}},
 		{AllowOrigin: []string{"https://cdn.example.com"}, Links: []Link{
 			{URL: "https://cdn.example.com", Rel: "preconnect"},
@@ -52,5 +65,23 @@ func TestValidateAccepts(t *testing.T) {
 		if err := h.Validate(); err != nil {
 			t.Errorf("%+v: %v", h, err)
 		}
+	}
+}
+
+// TestCaddyfileRefusesOptionTwice: a single-value option written twice
+// would silently replace the first; each is refused (allow_origin and
+// link add up, and are not).
+func TestCaddyfileRefusesOptionTwice(t *testing.T) {
+	for _, line := range []string{"hint_on any", "http1 on", "max_paths 100", "max_bytes 100000", "max_age 1h", "learn off"} {
+		d := caddyfile.NewTestDispenser("early_hints {\n" + line + "\n" + line + "\n}")
+		err := new(Handler).UnmarshalCaddyfile(d)
+		opt, _, _ := strings.Cut(line, " ")
+		if err == nil || !strings.Contains(err.Error(), opt+" given twice") {
+			t.Errorf("%s twice: %v", opt, err)
+		}
+	}
+	d := caddyfile.NewTestDispenser("early_hints {\nallow_origin https://a.example\nallow_origin https://b.example\nlink /a.js preload\nlink /b.js preload\n}")
+	if err := new(Handler).UnmarshalCaddyfile(d); err != nil {
+		t.Errorf("repeated allow_origin and link: %v", err)
 	}
 }

@@ -11,6 +11,10 @@ import (
 // flood of tiny entries is bounded too.
 const entrySize = 160
 
+// linkOverhead is what each link costs beyond its bytes (its string
+// header in the entry's slice).
+const linkOverhead = 16
+
 // store holds the links learned per site and path: an LRU bounded in
 // entries (max_paths) and in bytes (max_bytes); an entry older than maxAge
 // is a miss and is dropped when looked up. It is safe for concurrent use.
@@ -78,7 +82,7 @@ func (s *store) put(key string, links []string) bool {
 	}
 	size := int64(entrySize + len(key))
 	for _, l := range links {
-		size += int64(len(l)) + 16
+		size += int64(len(l)) + linkOverhead
 	}
 	if size > s.maxBytes {
 		return false

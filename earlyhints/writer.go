@@ -20,10 +20,12 @@ type writer struct {
 	wroteHeader bool
 }
 
-// WriteHeader records the Link fields of an origin's 103 and passes it on
-// only when it has a link this handler did not hint already (and then
-// with those links alone: no duplicate hints). On the final header it
-// learns the page's links.
+// WriteHeader records the Link fields of an origin's 103 and passes it
+// on: with the links this handler did not hint already alone when it has
+// any (no duplicate hints), else unchanged, so that its other fields
+// (Content-Security-Policy, Referrer-Policy) reach a client that reads a
+// second 103 (Chromium reads only the first: the PoP's). On the final
+// header it learns the page's links.
 func (w *writer) WriteHeader(status int) {
 	if w.wroteHeader {
 		w.ResponseWriterWrapper.WriteHeader(status)
@@ -35,6 +37,9 @@ func (w *writer) WriteHeader(status int) {
 		if len(w.early) < maxPathLinks*4 {
 			w.early = append(w.early, values...)
 		}
+		if !w.r.ProtoAtLeast(1, 1) {
+			return // RFC 9110 §15.2: no 1xx to an HTTP/1.0 client
+		}
 		if len(w.hinted) > 0 {
 			var fresh []string
 			for _, l := range parseLinks(values) {
@@ -43,7 +48,8 @@ func (w *writer) WriteHeader(status int) {
 				}
 			}
 			if len(fresh) == 0 {
-				return // every link already hinted: drop the 103
+				w.ResponseWriterWrapper.WriteHeader(status)
+				return
 			}
 			hdr["Link"] = fresh
 			w.ResponseWriterWrapper.WriteHeader(status)
@@ -58,10 +64,18 @@ func (w *writer) WriteHeader(status int) {
 		return
 	}
 	w.wroteHeader = true
+	// Decided after the header is passed on, not before: the writers of
+	// the handlers outside this one (a header directive's deferred ops:
+	// "header >Cache-Control private", "header >Vary Cookie", a deferred
+	// Set-Cookie) share this header map and change it in their
+	// WriteHeader, before it reaches the server. Once the call returns,
+	// the map holds what the client receives, and a response made per-user
+	// on its way out is not learned. (The server copies the map when it
+	// writes the header; reading it afterwards is safe.)
+	w.ResponseWriterWrapper.WriteHeader(status)
 	if learnable(w.r, status, hdr) {
 		w.h.learnFrom(w.r, append(w.early, hdr["Link"]...))
 	}
-	w.ResponseWriterWrapper.WriteHeader(status)
 }
 
 func (w *writer) Write(p []byte) (int, error) {
