@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"strconv"
 	"time"
+	"unsafe"
 )
 
 // The RateLimit-Policy and RateLimit fields follow
@@ -117,11 +118,40 @@ func (rk requestKey) pkString() string {
 	return base64.StdEncoding.EncodeToString(pk[:])
 }
 
-// appendPK appends the pk parameter: `;pk=:<base64>:`.
-func appendPK(b []byte, pk *[pkSize]byte) []byte {
-	b = append(b, ";pk=:"...)
-	b = base64.StdEncoding.AppendEncode(b, pk[:])
-	return append(b, ':')
+// pkParamSize is the length of the pk parameter, `;pk=:<base64>:`.
+const pkParamSize = len(";pk=:") + (pkSize+2)/3*4 + len(":")
+
+// writePKParam writes the pk parameter of pk into dst: `;pk=:<base64>:`.
+func writePKParam(dst *[pkParamSize]byte, pk *[pkSize]byte) {
+	n := copy(dst[:], ";pk=:")
+	base64.StdEncoding.Encode(dst[n:], pk[:])
+	dst[pkParamSize-1] = ':'
+}
+
+// fieldValues is the RateLimit-Policy and RateLimit values of one response
+// in one allocation: the two-element array the fields' value slices cut,
+// and the bytes both strings point into. fieldBytes fits one zone's two
+// members with a long zone name; larger values take two allocations.
+type fieldValues struct {
+	vals  [2]string
+	bytes [fieldBytes]byte
+}
+
+const fieldBytes = 256 - 2*16 // the object is 256 bytes, a size class
+
+// newFieldValues is b cut at policyLen into the two values, in one
+// allocation when b fits fieldBytes (the strings point into the object,
+// which they keep alive, and nothing writes its bytes again), else two.
+func newFieldValues(b []byte, policyLen int) *[2]string {
+	if len(b) > fieldBytes {
+		both := string(b)
+		return &[2]string{both[:policyLen], both[policyLen:]}
+	}
+	fv := new(fieldValues)
+	n := copy(fv.bytes[:], b)
+	both := unsafe.String(&fv.bytes[0], n)
+	fv.vals = [2]string{both[:policyLen], both[policyLen:]}
+	return &fv.vals
 }
 
 // sfString quotes s as an RFC 9651 sf-string; zone names are printable
