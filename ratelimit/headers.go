@@ -130,28 +130,52 @@ func writePKParam(dst *[pkParamSize]byte, pk *[pkSize]byte) {
 
 // fieldValues is the RateLimit-Policy and RateLimit values of one response
 // in one allocation: the two-element array the fields' value slices cut,
-// and the bytes both strings point into. fieldBytes fits one zone's two
-// members with a long zone name; larger values take two allocations.
-type fieldValues struct {
-	vals  [2]string
-	bytes [fieldBytes]byte
-}
+// and the bytes both strings point into. Three sizes, each a size class of
+// Go's allocator (144, 256 and 512 bytes): one zone's two members, two
+// zones', up to four's with short names; larger values take two
+// allocations.
+type (
+	fieldValues144 struct {
+		vals  [2]string
+		bytes [144 - 32]byte
+	}
+	fieldValues256 struct {
+		vals  [2]string
+		bytes [256 - 32]byte
+	}
+	fieldValues512 struct {
+		vals  [2]string
+		bytes [512 - 32]byte
+	}
+)
 
-const fieldBytes = 256 - 2*16 // the object is 256 bytes, a size class
+// fieldBytes is the most newFieldValues puts in one allocation.
+const fieldBytes = 512 - 32
 
 // newFieldValues is b cut at policyLen into the two values, in one
 // allocation when b fits fieldBytes (the strings point into the object,
 // which they keep alive, and nothing writes its bytes again), else two.
 func newFieldValues(b []byte, policyLen int) *[2]string {
-	if len(b) > fieldBytes {
+	var vals *[2]string
+	var dst []byte
+	switch {
+	case len(b) <= 144-32:
+		fv := new(fieldValues144)
+		vals, dst = &fv.vals, fv.bytes[:]
+	case len(b) <= 256-32:
+		fv := new(fieldValues256)
+		vals, dst = &fv.vals, fv.bytes[:]
+	case len(b) <= fieldBytes:
+		fv := new(fieldValues512)
+		vals, dst = &fv.vals, fv.bytes[:]
+	default:
 		both := string(b)
 		return &[2]string{both[:policyLen], both[policyLen:]}
 	}
-	fv := new(fieldValues)
-	n := copy(fv.bytes[:], b)
-	both := unsafe.String(&fv.bytes[0], n)
-	fv.vals = [2]string{both[:policyLen], both[policyLen:]}
-	return &fv.vals
+	n := copy(dst, b)
+	both := unsafe.String(&dst[0], n)
+	*vals = [2]string{both[:policyLen], both[policyLen:]}
+	return vals
 }
 
 // sfString quotes s as an RFC 9651 sf-string; zone names are printable

@@ -154,3 +154,27 @@ func TestHandlerReadsVarsOnce(t *testing.T) {
 		t.Error("no RateLimit field: the request was not decided")
 	}
 }
+
+// TestFieldValuesSizes: at each size's edges the two values are b cut at
+// policyLen, in one allocation up to fieldBytes and two past it.
+func TestFieldValuesSizes(t *testing.T) {
+	src := make([]byte, 1000)
+	for i := range src {
+		src[i] = 'a' + byte(i%26)
+	}
+	for _, n := range []int{1, 111, 112, 113, 223, 224, 225, 479, 480, 481, 1000} {
+		b := src[:n]
+		cut := n / 2
+		vals := newFieldValues(b, cut)
+		if vals[0] != string(b[:cut]) || vals[1] != string(b[cut:]) {
+			t.Errorf("%d bytes: values %q, %q", n, vals[0], vals[1])
+		}
+		want := 1.0
+		if n > fieldBytes {
+			want = 2
+		}
+		if got := testing.AllocsPerRun(20, func() { newFieldValues(b, cut) }); got != want && !raceEnabled {
+			t.Errorf("%d bytes: %v allocations, want %v", n, got, want)
+		}
+	}
+}
