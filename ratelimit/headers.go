@@ -130,10 +130,10 @@ func writePKParam(dst *[pkParamSize]byte, pk *[pkSize]byte) {
 
 // fieldValues is the RateLimit-Policy and RateLimit values of one response
 // in one allocation: the two-element array the fields' value slices cut,
-// and the bytes both strings point into. Three sizes, each a size class of
-// Go's allocator (144, 256 and 512 bytes): one zone's two members, two
-// zones', up to four's with short names; larger values take two
-// allocations.
+// and the bytes both strings point into. Five sizes, each a size class of
+// Go's allocator (144, 256, 288, 384 and 512 bytes): one zone's two
+// members, two zones', up to four's with short names; larger values take
+// two allocations.
 type (
 	fieldValues144 struct {
 		vals  [2]string
@@ -142,6 +142,14 @@ type (
 	fieldValues256 struct {
 		vals  [2]string
 		bytes [256 - 32]byte
+	}
+	fieldValues288 struct {
+		vals  [2]string
+		bytes [288 - 32]byte
+	}
+	fieldValues384 struct {
+		vals  [2]string
+		bytes [384 - 32]byte
 	}
 	fieldValues512 struct {
 		vals  [2]string
@@ -164,6 +172,12 @@ func newFieldValues(b []byte, policyLen int) *[2]string {
 		vals, dst = &fv.vals, fv.bytes[:]
 	case len(b) <= 256-32:
 		fv := new(fieldValues256)
+		vals, dst = &fv.vals, fv.bytes[:]
+	case len(b) <= 288-32:
+		fv := new(fieldValues288)
+		vals, dst = &fv.vals, fv.bytes[:]
+	case len(b) <= 384-32:
+		fv := new(fieldValues384)
 		vals, dst = &fv.vals, fv.bytes[:]
 	case len(b) <= fieldBytes:
 		fv := new(fieldValues512)

@@ -162,7 +162,7 @@ func TestFieldValuesSizes(t *testing.T) {
 	for i := range src {
 		src[i] = 'a' + byte(i%26)
 	}
-	for _, n := range []int{1, 111, 112, 113, 223, 224, 225, 479, 480, 481, 1000} {
+	for _, n := range []int{1, 111, 112, 113, 223, 224, 225, 255, 256, 257, 351, 352, 353, 479, 480, 481, 1000} {
 		b := src[:n]
 		cut := n / 2
 		vals := newFieldValues(b, cut)
