@@ -15,6 +15,9 @@
 #   integration/bench-throttle.sh [seconds per run, default 3] [rounds, default 7]
 # Needs: go, wrk, nginx, redis-server, redis-cli, openssl, python3
 # (Debian: redis-server, redis-tools, openssl). Not part of `go test`.
+# wrk's one caller here is one key; for issue 27's configuration (client_ip,
+# random callers, headers on and off) in two builds side by side, with the
+# CPU each request costs, see integration/bench-throttle-ab.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

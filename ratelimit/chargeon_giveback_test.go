@@ -123,7 +123,7 @@ func TestGiveBackRedisNewBlock(t *testing.T) {
 	if ok, err := h.redis.decide(ctx, keys, out[:], old[:], allZones); !ok || err != nil {
 		t.Fatalf("first: %v %v", ok, err)
 	}
-	name := h.redis.names(keys, make([]tag, 1))[0]
+	name := h.redis.names(keys, make([]tag, 1), make([]string, 1))[0]
 	testredis.Command(t, rs.Addr(), "DEL", name) // as its expiry would
 	if ok, err := h.redis.decide(ctx, keys, out[:], kept[:], allZones); !ok || err != nil {
 		t.Fatalf("after expiry: %v %v", ok, err)

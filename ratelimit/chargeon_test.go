@@ -98,7 +98,7 @@ func TestChargeOnLoginRedis(t *testing.T) {
 	h := redisHandler(t, rs, "deny", loginZone("charge-login-redis"))
 	// Redis keeps time itself: move the caller's TAT back instead.
 	checkLoginScenario(t, h, "192.0.2.10", func(d time.Duration) {
-		name := h.redis.names([]requestKey{h.zones[0].key.fromString("192.0.2.10")}, make([]tag, 1))[0]
+		name := h.redis.names([]requestKey{h.zones[0].key.fromString("192.0.2.10")}, make([]tag, 1), make([]string, 1))[0]
 		ctx := context.Background()
 		client, err := h.redis.conn.get(ctx)
 		if err != nil {

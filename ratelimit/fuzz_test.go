@@ -85,7 +85,7 @@ func FuzzParseKeyTemplate(f *testing.F) {
 			r := httptest.NewRequest("GET", "http://example.com/", nil)
 			r.Header.Set("X-Api-Key", "2001:db8::1")
 			repl := caddyhttp.NewTestReplacer(r)
-			if got, want := first(k.key(r)), k.fromString(repl.ReplaceAll(s, "")); got != want {
+			if got, want := first(k.key(r, varsOf(r))), k.fromString(repl.ReplaceAll(s, "")); got != want {
 				t.Fatalf("%q: key %+v, ReplaceAll gives %+v", s, got, want)
 			}
 		}

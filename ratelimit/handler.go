@@ -44,6 +44,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	var keys [maxZones]requestKey
 	var out [maxZones]outcome
 	n := len(h.zones)
+	vars := varsOf(r)
 	// active are the zones that decide this request: all, but for those
 	// whose key was empty under on_empty_key skip.
 	active, denied := allZones, -1
@@ -56,8 +57,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			continue
 		}
 		var empty bool
-		if keys[i], empty = z.key.key(r); empty {
-			if !h.emptyKey(r, i, &keys[i]) {
+		if keys[i], empty = z.key.key(r, vars); empty {
+			if !h.emptyKey(r, vars, i, &keys[i]) {
 				if z.key.onEmpty == EmptyKeyDeny && denied < 0 {
 					denied = i
 				}
@@ -86,12 +87,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	// server_timing reports the decision's time (docs/server-timing.md);
 	// without it, this costs one variable lookup.
-	timed, _ := caddyhttp.GetVar(r.Context(), serverTimingOn).(bool)
+	timed, _ := vars[serverTimingOn].(bool)
 	var decideStart time.Time
 	if timed {
 		decideStart = time.Now()
 	}
-	allowed, err := h.decide(r, keys[:n], out[:n], hs, active)
+	allowed, err := h.decide(r, vars, keys[:n], out[:n], hs, active)
 	if timed {
 		caddyhttp.SetVar(r.Context(), serverTimingThrottle, time.Since(decideStart))
 	}
@@ -171,7 +172,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 // to nothing: counted, and said once per zone with the fix. It reports
 // whether the zone still decides the request (client_ip: keyed on the
 // caller's address instead, in *rk).
-func (h *Handler) emptyKey(r *http.Request, i int, rk *requestKey) bool {
+func (h *Handler) emptyKey(r *http.Request, vars map[string]any, i int, rk *requestKey) bool {
 	z := h.zones[i]
 	z.counters.empty.Inc()
 	if !z.warnedEmpty.Load() && z.warnedEmpty.CompareAndSwap(false, true) {
@@ -182,7 +183,7 @@ func (h *Handler) emptyKey(r *http.Request, i int, rk *requestKey) bool {
 		h.logger.Warn("key expanded to nothing (said once per zone; counted in caddy_throttle_empty_keys_total)", fields...)
 	}
 	if z.key.onEmpty == EmptyKeyClientIP {
-		*rk = z.key.callerAddr(r)
+		*rk = z.key.callerAddr(r, vars)
 		return true
 	}
 	return false
@@ -229,8 +230,8 @@ func (h *Handler) logRejection(r *http.Request, z *zone, rk *requestKey, rule st
 
 // decide asks the store about the active zones at once; holds (nil without
 // charge_on zones) receives what giving back each charge_on zone's charge
-// takes.
-func (h *Handler) decide(r *http.Request, keys []requestKey, out []outcome, holds []hold, active zoneSet) (bool, error) {
+// takes. vars are r's Caddy variables.
+func (h *Handler) decide(r *http.Request, vars map[string]any, keys []requestKey, out []outcome, holds []hold, active zoneSet) (bool, error) {
 	if h.redis != nil {
 		return h.redis.decide(r.Context(), keys, out, holds, active)
 	}
@@ -238,15 +239,16 @@ func (h *Handler) decide(r *http.Request, keys []requestKey, out []outcome, hold
 	for i := range keys {
 		hashes[i] = keys[i].hash()
 	}
-	return decideMemory(h.zones, hashes[:len(keys)], h.clock(r), out, holds, active), nil
+	return decideMemory(h.zones, hashes[:len(keys)], h.clock(vars), out, holds, active), nil
 }
 
 // clock is when the request arrived, on the memory store's clock. Caddy
 // already read the time when the request began; reusing it spares a clock
 // read, which costs more than the whole decision on some virtual machines.
-func (h *Handler) clock(r *http.Request) int64 {
+// vars are the request's Caddy variables.
+func (h *Handler) clock(vars map[string]any) int64 {
 	if h.now == nil {
-		if t, ok := caddyhttp.GetVar(r.Context(), "start_time").(time.Time); ok {
+		if t, ok := vars["start_time"].(time.Time); ok {
 			return sinceStart(t)
 		}
 	}
@@ -266,17 +268,19 @@ func (h *Handler) clockNow() int64 {
 // out of the request (on_empty_key) has no RateLimit member: it says
 // nothing about this caller.
 //
-// Both fields take their value from one two-element array, and both values
-// are cut from one string (built on the stack): two allocations. Each
-// value slice is capped so an Add to one cannot
-// touch the other: Caddy's header handler replaces values in place.
+// Both values are built on the stack, each pk's base64 once, then copied
+// into one allocation that holds the two-element array both fields take
+// their value from and the bytes of both values (newFieldValues). Each
+// value slice is capped so an Add to one cannot touch the other: Caddy's
+// header handler replaces values in place.
 func (h *Handler) setHeaders(hdr http.Header, keys []requestKey, out []outcome, active zoneSet) {
-	var pks [maxZones][pkSize]byte
+	var pks [maxZones][pkParamSize]byte
 	for i := range h.zones {
 		if j := h.sameKey[i]; j >= 0 {
 			pks[i] = pks[j]
 		} else if active.has(i) {
-			pks[i] = keys[i].pk()
+			pk := keys[i].pk()
+			writePKParam(&pks[i], &pk)
 		}
 	}
 	var buf [1024]byte
@@ -289,7 +293,7 @@ func (h *Handler) setHeaders(hdr http.Header, keys []requestKey, out []outcome, 
 			b = append(b, ", "...)
 		}
 		b = append(b, h.policies[i]...)
-		b = appendPK(b, &pks[i])
+		b = append(b, pks[i][:]...)
 	}
 	if len(b) == 0 {
 		return
@@ -305,10 +309,9 @@ func (h *Handler) setHeaders(hdr http.Header, keys []requestKey, out []outcome, 
 		}
 		first = false
 		b = appendState(b, z, out[i])
-		b = appendPK(b, &pks[i])
+		b = append(b, pks[i][:]...)
 	}
-	both := string(b)
-	vals := &[2]string{both[:policyLen], both[policyLen:]}
+	vals := newFieldValues(b, policyLen)
 	hdr["Ratelimit-Policy"] = vals[0:1:1]
 	hdr["Ratelimit"] = vals[1:2:2]
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"strconv"
 	"time"
+	"unsafe"
 )
 
 // The RateLimit-Policy and RateLimit fields follow
@@ -117,11 +118,78 @@ func (rk requestKey) pkString() string {
 	return base64.StdEncoding.EncodeToString(pk[:])
 }
 
-// appendPK appends the pk parameter: `;pk=:<base64>:`.
-func appendPK(b []byte, pk *[pkSize]byte) []byte {
-	b = append(b, ";pk=:"...)
-	b = base64.StdEncoding.AppendEncode(b, pk[:])
-	return append(b, ':')
+// pkParamSize is the length of the pk parameter, `;pk=:<base64>:`.
+const pkParamSize = len(";pk=:") + (pkSize+2)/3*4 + len(":")
+
+// writePKParam writes the pk parameter of pk into dst: `;pk=:<base64>:`.
+func writePKParam(dst *[pkParamSize]byte, pk *[pkSize]byte) {
+	n := copy(dst[:], ";pk=:")
+	base64.StdEncoding.Encode(dst[n:], pk[:])
+	dst[pkParamSize-1] = ':'
+}
+
+// fieldValues is the RateLimit-Policy and RateLimit values of one response
+// in one allocation: the two-element array the fields' value slices cut,
+// and the bytes both strings point into. Five sizes, each a size class of
+// Go's allocator (144, 256, 288, 384 and 512 bytes): one zone's two
+// members, two zones', up to four's with short names; larger values take
+// two allocations.
+type (
+	fieldValues144 struct {
+		vals  [2]string
+		bytes [144 - 32]byte
+	}
+	fieldValues256 struct {
+		vals  [2]string
+		bytes [256 - 32]byte
+	}
+	fieldValues288 struct {
+		vals  [2]string
+		bytes [288 - 32]byte
+	}
+	fieldValues384 struct {
+		vals  [2]string
+		bytes [384 - 32]byte
+	}
+	fieldValues512 struct {
+		vals  [2]string
+		bytes [512 - 32]byte
+	}
+)
+
+// fieldBytes is the most newFieldValues puts in one allocation.
+const fieldBytes = 512 - 32
+
+// newFieldValues is b cut at policyLen into the two values, in one
+// allocation when b fits fieldBytes (the strings point into the object,
+// which they keep alive, and nothing writes its bytes again), else two.
+func newFieldValues(b []byte, policyLen int) *[2]string {
+	var vals *[2]string
+	var dst []byte
+	switch {
+	case len(b) <= 144-32:
+		fv := new(fieldValues144)
+		vals, dst = &fv.vals, fv.bytes[:]
+	case len(b) <= 256-32:
+		fv := new(fieldValues256)
+		vals, dst = &fv.vals, fv.bytes[:]
+	case len(b) <= 288-32:
+		fv := new(fieldValues288)
+		vals, dst = &fv.vals, fv.bytes[:]
+	case len(b) <= 384-32:
+		fv := new(fieldValues384)
+		vals, dst = &fv.vals, fv.bytes[:]
+	case len(b) <= fieldBytes:
+		fv := new(fieldValues512)
+		vals, dst = &fv.vals, fv.bytes[:]
+	default:
+		both := string(b)
+		return &[2]string{both[:policyLen], both[policyLen:]}
+	}
+	n := copy(dst, b)
+	both := unsafe.String(&dst[0], n)
+	*vals = [2]string{both[:policyLen], both[policyLen:]}
+	return vals
 }
 
 // sfString quotes s as an RFC 9651 sf-string; zone names are printable

@@ -170,14 +170,15 @@ type requestKey struct {
 	text string
 }
 
-// key expands the template for r. An address placeholder's IP is grouped
+// key expands the template for r, whose Caddy variables are vars
+// (varsOf(r)). An address placeholder's IP is grouped
 // by its prefix, so 2001:db8:1:2::a and ::b are one caller. empty
 // reports a template whose every placeholder expanded to nothing: as it
 // is, that key would be one budget shared by every such caller, so the
 // zone's on_empty_key decides instead.
-func (k *keyTemplate) key(r *http.Request) (rk requestKey, empty bool) {
+func (k *keyTemplate) key(r *http.Request, vars map[string]any) (rk requestKey, empty bool) {
 	if k.clientIP {
-		return k.callerAddr(r), false
+		return k.callerAddr(r, vars), false
 	}
 	var s string
 	{
@@ -196,6 +197,14 @@ func (k *keyTemplate) key(r *http.Request) (rk requestKey, empty bool) {
 	return k.fromString(s), len(s) == k.literal
 }
 
+// varsOf is r's Caddy variables (nil outside Caddy's server): read once per
+// request, as caddyhttp.GetVar would read them for each name, for each
+// lookup walks the request's context chain, which Caddy makes deep.
+func varsOf(r *http.Request) map[string]any {
+	vars, _ := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
+	return vars
+}
+
 // fromString is the key for the template's expansion s: an address
 // prefix for an address template whose value is an IP, else text.
 func (k *keyTemplate) fromString(s string) requestKey {
@@ -209,9 +218,10 @@ func (k *keyTemplate) fromString(s string) requestKey {
 
 // callerAddr is the caller's address, as client_ip resolved it (else the
 // TCP peer), cut to the zone's prefix: the default key, and what an empty
-// key falls back to under on_empty_key client_ip.
-func (k *keyTemplate) callerAddr(r *http.Request) requestKey {
-	s, _ := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
+// key falls back to under on_empty_key client_ip. vars are r's Caddy
+// variables (varsOf(r)).
+func (k *keyTemplate) callerAddr(r *http.Request, vars map[string]any) requestKey {
+	s, _ := vars[caddyhttp.ClientIPVarKey].(string)
 	if s == "" {
 		s, _, _ = net.SplitHostPort(r.RemoteAddr)
 	}

@@ -94,6 +94,14 @@ func (t *memoryTable) len() int {
 // store records tat for h, first making room if the shard is full: expired
 // keys go first (forgetting them changes no decision); only if none has
 // expired is the live key nearest expiry, among a small sample, dropped.
+//
+// A new key also drops up to two expired ones when the shard is not full,
+// so a table holds about its live keys rather than every key since it
+// last filled: under a stream of one-off callers (a new key a request)
+// the shard's map stays small and in cache instead of growing to max_keys
+// and missing the cache on every lookup. It costs two comparisons when
+// nothing has expired, and the same amortized O(shard/dueCap) as a full
+// table's drops when something has.
 func (t *memoryTable) store(s *shard, h uint64, tat, now int64, exists bool) {
 	if !exists {
 		limit := int(t.perShard.Load())
@@ -101,6 +109,11 @@ func (t *memoryTable) store(s *shard, h uint64, tat, now int64, exists bool) {
 			if !s.dropExpired(now, limit) {
 				s.evictOne()
 				t.evictions.Add(1)
+			}
+		}
+		for range 2 {
+			if !s.dropExpired(now, limit) {
+				break
 			}
 		}
 		s.track(h, tat, limit)

@@ -150,7 +150,7 @@ func TestEvictionOrderRandomized(t *testing.T) {
 		pool[i] = rng.Uint64()
 	}
 	checked := 0
-	for step := range 200_000 {
+	for step := range 300_000 {
 		switch r := rng.IntN(1000); {
 		case r == 0:
 			z.table.setMaxKeys(64 * (4 + rng.IntN(40)))

@@ -286,7 +286,8 @@ func (c *redisConn) connect(a *dialAttempt) {
 func (c *redisConn) runProbe(cl rueidis.Client) error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	_, err := runScript(ctx, cl, []string{c.probe}, []string{"1", "0", "1"}) // interval, tolerance, charged now (so SET is tried)
+	var reply scriptReply
+	_, err := runScript(ctx, cl, []string{c.probe}, []string{"1", "0", "1"}, &reply) // interval, tolerance, charged now (so SET is tried)
 	if err != nil && isNoPerm(err) {
 		return fmt.Errorf("NOPERM: the ACL user lacks a permission the throttle script needs (%w): grant at least `-@all +evalsha +eval +time +get +set ~%s*`, and +cluster|slots on a cluster (see docs/throttle.md, ACL)", err, strings.SplitN(c.probe, "{", 2)[0])
 	}
@@ -634,7 +635,8 @@ func (b *redisBackend) decidePlan(ctx context.Context, p *redisPlan, keys []requ
 		return false, err
 	}
 	var tags [maxZones]tag
-	names := p.names(keys, tags[:len(keys)])
+	var nameBuf [maxZones]string
+	names := p.names(keys, tags[:len(keys)], nameBuf[:])
 	var allowed bool
 	if client.Mode() == rueidis.ClientModeCluster {
 		allowed, err = p.decideSlots(ctx, client, names, tags[:len(keys)], out, holds)
@@ -665,7 +667,8 @@ func (b *redisBackend) giveBack(ctx context.Context, keys []requestKey, holds []
 		return err
 	}
 	var tags [maxZones]tag
-	names := b.names(keys, tags[:len(keys)])
+	var nameBuf [maxZones]string
+	names := b.names(keys, tags[:len(keys)], nameBuf[:])
 	cluster := client.Mode() == rueidis.ClientModeCluster
 	var execs []rueidis.LuaExec
 	var execTags []tag
@@ -721,7 +724,8 @@ func runRefunds(ctx context.Context, client rueidis.Client, execs []rueidis.LuaE
 // decideScript runs the GCRA script once for names, all zones of a request
 // (standalone Redis) or those of one slot (cluster), atomically.
 func decideScript(ctx context.Context, client rueidis.Client, names, args []string, out []outcome, holds []hold, refundable []bool) (bool, error) {
-	res, err := runScript(ctx, client, names, args)
+	var reply scriptReply
+	res, err := runScript(ctx, client, names, args, &reply)
 	if err != nil {
 		return false, err
 	}
@@ -753,16 +757,41 @@ func scriptOutcomes(res []int64, out []outcome, holds []hold, refundable []bool)
 	return res[0] == 1, nil
 }
 
-// runScript runs the GCRA script. A command the client refuses to send
-// (rueidis's cluster client panics on keys of different slots) is this
-// decision's error, which on_error handles, never a panic.
-func runScript(ctx context.Context, client rueidis.Client, names, args []string) (res []int64, err error) {
+// runScript runs the GCRA script, its answer read into reply. A command
+// the client refuses to send (rueidis's cluster client panics on keys of
+// different slots) is this decision's error, which on_error handles, never
+// a panic.
+func runScript(ctx context.Context, client rueidis.Client, names, args []string, reply *scriptReply) (res []int64, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			res, err = nil, fmt.Errorf("redis client refused the GCRA script for keys %q: %v", names, r)
+			// A copy: names itself must not escape, to stay on the caller's stack.
+			res, err = nil, fmt.Errorf("redis client refused the GCRA script for keys %q: %v", slices.Clone(names), r)
 		}
 	}()
-	return gcraScript.Exec(ctx, client, names, args).AsIntSlice()
+	return reply.read(gcraScript.Exec(ctx, client, names, args))
+}
+
+// scriptReply holds the integers of the GCRA script's answer: 1 + 2 per
+// zone + 3 per charge_on zone at most.
+type scriptReply [1 + 5*maxZones]int64
+
+// read is res's array of integers, in r (AsIntSlice would allocate it):
+// an error if res is one, is no array, holds more than r does or anything
+// but integers.
+func (r *scriptReply) read(res rueidis.RedisResult) ([]int64, error) {
+	msgs, err := res.ToArray()
+	if err != nil {
+		return nil, err
+	}
+	if len(msgs) > len(r) {
+		return nil, fmt.Errorf("redis GCRA script returned %d values, more than %d", len(msgs), len(r))
+	}
+	for i := range msgs {
+		if r[i], err = msgs[i].AsInt64(); err != nil {
+			return nil, fmt.Errorf("redis GCRA script value %d: %w", i, err)
+		}
+	}
+	return r[:len(msgs)], nil
 }
 
 func netDialer(timeout time.Duration) net.Dialer {

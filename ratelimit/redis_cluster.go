@@ -57,7 +57,8 @@ func (b *redisPlan) decideSlots(ctx context.Context, client rueidis.Client, name
 	var oneHolds [maxZones]hold
 	var refundable [maxZones]bool
 	for g, zs := range groups[:n] {
-		res, err := results[g].AsIntSlice()
+		var ints scriptReply
+		res, err := ints.read(results[g])
 		if err != nil {
 			failed = errors.Join(failed, err)
 			allowed = false
@@ -137,9 +138,10 @@ type tag [8]byte
 // <key_prefix>{<tag>}:<zone>:<key>, the tag being 8 hex digits of FNV-1a
 // over <key>. Zones of one request with the same key share it, hence one
 // Redis Cluster slot; callers spread over the cluster's nodes. tags gets
-// each name's tag.
-func (b *redisPlan) names(keys []requestKey, tags []tag) []string {
-	names := make([]string, len(keys))
+// each name's tag; names go into dst (len(keys) of them: the caller's
+// array, so the slice costs no allocation).
+func (b *redisPlan) names(keys []requestKey, tags []tag, dst []string) []string {
+	names := dst[:len(keys)]
 	var buf, kb [256]byte // one allocation per name: its string
 	for i, k := range keys {
 		key := k.appendRedisName(kb[:0])

@@ -36,7 +36,7 @@ func TestRedisClusterSlotFailureRefunds(t *testing.T) {
 			}
 			keys[u] = requestKey{text: "mallory"}
 			tags := make([]tag, len(keys))
-			names := h.redis.names(keys, tags)
+			names := h.redis.names(keys, tags, make([]string, len(keys)))
 			if tags[0] == tags[1] {
 				t.Fatal("the zones' keys share a slot: the test needs two")
 			}

@@ -66,7 +66,7 @@ func TestRedisClusterRefusedCommandIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	_, err = runScript(context.Background(), client, []string{"a", "b"}, []string{"1000", "0", "1000", "0"})
+	_, err = runScript(context.Background(), client, []string{"a", "b"}, []string{"1000", "0", "1000", "0"}, new(scriptReply))
 	if err == nil || !strings.Contains(err.Error(), "slot") {
 		t.Fatalf("script over keys a and b (different slots): %v, want the client's refusal as an error", err)
 	}

@@ -42,7 +42,7 @@ func FuzzRedisNames(f *testing.F) {
 		tmpl := keyTemplate{v4bits: 32, v6bits: 64}
 		keys := []requestKey{tmpl.fromString(s), tmpl.fromString(s), tmpl.fromString(other)}
 		var tags [3]tag
-		names := b.names(keys, tags[:])
+		names := b.names(keys, tags[:], make([]string, len(keys)))
 		for i, n := range names {
 			if !strings.HasPrefix(n, prefix+"{"+string(tags[i][:])+"}:") {
 				t.Fatalf("name %q: not <prefix>{<tag>}:", n)
