@@ -5,7 +5,8 @@ import (
 	"encoding/base64"
 	"strconv"
 	"time"
-	"unsafe"
+
+	"github.com/caddy-edgekit/edgekit/internal/fieldvalue"
 )
 
 // The RateLimit-Policy and RateLimit fields follow
@@ -128,66 +129,14 @@ func writePKParam(dst *[pkParamSize]byte, pk *[pkSize]byte) {
 	dst[pkParamSize-1] = ':'
 }
 
-// fieldValues is the RateLimit-Policy and RateLimit values of one response
-// in one allocation: the two-element array the fields' value slices cut,
-// and the bytes both strings point into. Five sizes, each a size class of
-// Go's allocator (144, 256, 288, 384 and 512 bytes): one zone's two
-// members, two zones', up to four's with short names; larger values take
-// two allocations.
-type (
-	fieldValues144 struct {
-		vals  [2]string
-		bytes [144 - 32]byte
-	}
-	fieldValues256 struct {
-		vals  [2]string
-		bytes [256 - 32]byte
-	}
-	fieldValues288 struct {
-		vals  [2]string
-		bytes [288 - 32]byte
-	}
-	fieldValues384 struct {
-		vals  [2]string
-		bytes [384 - 32]byte
-	}
-	fieldValues512 struct {
-		vals  [2]string
-		bytes [512 - 32]byte
-	}
-)
-
 // fieldBytes is the most newFieldValues puts in one allocation.
-const fieldBytes = 512 - 32
+const fieldBytes = fieldvalue.Max
 
-// newFieldValues is b cut at policyLen into the two values, in one
-// allocation when b fits fieldBytes (the strings point into the object,
-// which they keep alive, and nothing writes its bytes again), else two.
+// newFieldValues is b cut at policyLen into the two values, with the
+// two-element array both fields' slices cut, in one allocation while b
+// fits fieldBytes, else two.
 func newFieldValues(b []byte, policyLen int) *[2]string {
-	var vals *[2]string
-	var dst []byte
-	switch {
-	case len(b) <= 144-32:
-		fv := new(fieldValues144)
-		vals, dst = &fv.vals, fv.bytes[:]
-	case len(b) <= 256-32:
-		fv := new(fieldValues256)
-		vals, dst = &fv.vals, fv.bytes[:]
-	case len(b) <= 288-32:
-		fv := new(fieldValues288)
-		vals, dst = &fv.vals, fv.bytes[:]
-	case len(b) <= 384-32:
-		fv := new(fieldValues384)
-		vals, dst = &fv.vals, fv.bytes[:]
-	case len(b) <= fieldBytes:
-		fv := new(fieldValues512)
-		vals, dst = &fv.vals, fv.bytes[:]
-	default:
-		both := string(b)
-		return &[2]string{both[:policyLen], both[policyLen:]}
-	}
-	n := copy(dst, b)
-	both := unsafe.String(&dst[0], n)
+	vals, both := fieldvalue.Pair(b)
 	*vals = [2]string{both[:policyLen], both[policyLen:]}
 	return vals
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package fieldvalue
+
+const raceEnabled = false
