@@ -116,13 +116,7 @@ cat >"$WORK/xff.lua" <<'LUA'
 wrk.headers["X-Forwarded-For"] = "203.0.113.7, 10.1.1.1, 10.2.2.2"
 LUA
 run() { # port -> req/s
-	local out
-	out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" -s "$WORK/xff.lua" "http://127.0.0.1:$1/")
-	if grep -q 'Non-2xx' <<<"$out"; then
-		echo "bench-ab: 127.0.0.1:$1 answered non-2xx: $(grep Non-2xx <<<"$out")" >&2
-		exit 1
-	fi
-	awk '/^Requests\/sec/ {print $2}' <<<"$out"
+	wrk_rps bench-ab -t"$THREADS" -c"$CONNS" -d"${DURATION}s" -s "$WORK/xff.lua" "http://127.0.0.1:$1/"
 }
 for p in "${port[@]}"; do wrk -t1 -c8 -d1s -s "$WORK/xff.lua" "http://127.0.0.1:$p/" >/dev/null; done
 
@@ -140,8 +134,7 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 
 ratios() { # key1 key2 -> per-round key1/key2
-	paste <(tr ' ' '\n' <<<"${results[$1]}" | grep -v '^$') <(tr ' ' '\n' <<<"${results[$2]}" | grep -v '^$') |
-		awk '{printf "%s ", $1/$2}'
+	per_round_ratios "${results[$1]}" "${results[$2]}"
 }
 printf '\nA = %s, B = %s\n' "${CADDY_BIN:-./cmd/caddy}" "$CADDY_BIN_B"
 printf '%d rounds x %ss, wrk -t%s -c%s, %s cores, load average %s\n' "$ROUNDS" "$DURATION" "$THREADS" "$CONNS" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"

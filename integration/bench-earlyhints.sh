@@ -59,13 +59,7 @@ cat >"$WORK/asset.lua" <<'LUA'
 wrk.headers["Sec-Fetch-Mode"] = "no-cors"
 LUA
 run() { # name port -> req/s
-	local out
-	out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" -s "$WORK/$1.lua" "http://127.0.0.1:$2/page")
-	if grep -q 'Non-2xx' <<<"$out"; then
-		echo "bench-earlyhints: 127.0.0.1:$2 answered non-2xx: $(grep Non-2xx <<<"$out")" >&2
-		exit 1
-	fi
-	awk '/^Requests\/sec/ {print $2}' <<<"$out"
+	wrk_rps bench-earlyhints -t"$THREADS" -c"$CONNS" -d"${DURATION}s" -s "$WORK/$1.lua" "http://127.0.0.1:$2/page"
 }
 # The navigation site over HTTP/1.1 must send no 103 (nothing learned).
 if curl -sv -H 'Sec-Fetch-Mode: navigate' "http://127.0.0.1:${port[navigation-on]}/page" 2>&1 | grep -q '< HTTP/1.1 103'; then
@@ -88,8 +82,7 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 
 ratios() { # key1 key2 -> per-round key1/key2
-	paste <(tr ' ' '\n' <<<"${results[$1]}" | grep -v '^$') <(tr ' ' '\n' <<<"${results[$2]}" | grep -v '^$') |
-		awk '{printf "%s ", $1/$2}'
+	per_round_ratios "${results[$1]}" "${results[$2]}"
 }
 printf '\n%d rounds x %ss, wrk -t%s -c%s, %s cores, load average %s\n' "$ROUNDS" "$DURATION" "$THREADS" "$CONNS" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-12s %12s %12s  %-34s %s\n' request "off req/s" "on req/s" "on/off (median of per-round ratios)" "per-round ratios"

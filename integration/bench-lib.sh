@@ -89,3 +89,23 @@ substitute_rules() {
 		regex `campaign-[0-9a-f]{8}` `campaign`
 RULES
 }
+
+# wrk_rps name wrk-args...: runs wrk with these arguments and prints its
+# requests/s; a non-2xx answer stops the script, named name in the message.
+wrk_rps() {
+	local name=$1 out
+	shift
+	out=$(wrk "$@")
+	if grep -q 'Non-2xx' <<<"$out"; then
+		echo "$name: ${*: -1} answered non-2xx: $(grep Non-2xx <<<"$out")" >&2
+		exit 1
+	fi
+	awk '/^Requests\/sec/ {print $2}' <<<"$out"
+}
+
+# per_round_ratios "x1 x2 ..." "y1 y2 ...": prints x1/y1 x2/y2 ... (one
+# round's figures in the same place of both lists).
+per_round_ratios() {
+	paste <(tr -s ' ' '\n' <<<"$1" | grep -v '^$') <(tr -s ' ' '\n' <<<"$2" | grep -v '^$') |
+		awk '{printf "%s ", $1/$2}'
+}
