@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -246,8 +247,10 @@ func labHintsRun(t *testing.T, chromium string, origin *labHintsOrigin, pop *Cad
 	if fmt.Sprint(l.Ran) != "[true true true true]" || l.Protocol != proto || len(l.Assets) != len(labHintAssets) {
 		t.Fatalf("%s: %+v; want the three scripts run and the style applied over %s", dir, l, proto)
 	}
+	// Copies: a request after the page's load (Chromium's /favicon.ico)
+	// still writes the origin's maps.
 	origin.mu.Lock()
-	l.atOrigin, l.hits = origin.arrived, origin.hits
+	l.atOrigin, l.hits = maps.Clone(origin.arrived), maps.Clone(origin.hits)
 	origin.mu.Unlock()
 	return &l
 }
