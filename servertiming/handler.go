@@ -30,6 +30,7 @@ type timed struct {
 	start time.Time
 	h     *Handler
 	r     *http.Request
+	slot  *fieldSlot     // room for the header values in r's allocation, or nil
 	vars  map[string]any // the request's Caddy variables
 
 	// Set when the header is written.
@@ -84,7 +85,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	t.h = h
 	t.w = writer{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, t: t}
-	r = withTrace(r, &t.trace)
+	r, t.slot = withTrace(r, &t.trace)
 	t.r = r
 
 	err := next.ServeHTTP(&t.w, r)
@@ -152,7 +153,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		prefixed, hasPrefixed := hdr[trailerKey]
 		var vals []string
 		if prev := hdr[fieldServerTiming]; len(prev)+len(prefixed) == 0 {
-			vals = newFieldValues(b, "").st
+			vals = newFieldValues(t.slot, b, "").st
 		} else {
 			vals = make([]string, 0, len(prev)+len(prefixed)+1)
 			vals = append(append(append(vals, prev...), prefixed...), string(b))
@@ -220,7 +221,7 @@ func (t *timing) writeHeaderFields(hdr http.Header, status int, trailer bool) {
 	if t.hasThr {
 		b = appendDur(b, nameThrottle, t.throttle)
 	}
-	fv := newFieldValues(b, t.h.tao)
+	fv := newFieldValues(t.slot, b, t.h.tao)
 	t.tao = fv.tao
 	// The upstream's entries named as the PoP's would come first, and a
 	// RUM script reads the first of a name.

@@ -10,11 +10,14 @@ import (
 // tracedRequest is the request the handlers inside get: a copy of the
 // request whose context carries the timing's client trace, in one
 // allocation (httptrace.WithClientTrace's context value and
-// Request.WithContext's copy are two). Never pooled: handlers, and the
-// transport of an upstream round trip, hold the request and its context.
+// Request.WithContext's copy are two), with room for the response's
+// header values (see fieldSlot), which would be another. Never pooled:
+// handlers, and the transport of an upstream round trip, hold the request
+// and its context, and the header map holds the values.
 type tracedRequest struct {
-	r   http.Request
-	ctx traceContext
+	r    http.Request
+	ctx  traceContext
+	slot fieldSlot // last: the GC scans an object up to its last pointer
 }
 
 // traceContext is context.WithValue(parent, httptrace's key, trace), as
@@ -72,7 +75,10 @@ func learnClientTraceKey() {
 // httptrace.WithClientTrace composes it, into a copy of trace: composing
 // modifies the trace it is given, and the pooled one would call the outer
 // hooks once more each time it is reused.
-func withTrace(r *http.Request, trace *httptrace.ClientTrace) *http.Request {
+//
+// The slot is where the response's header values can be made, nil when
+// the copy has none (a trace composed by httptrace).
+func withTrace(r *http.Request, trace *httptrace.ClientTrace) (*http.Request, *fieldSlot) {
 	ctx := r.Context()
 	// A trace with net hooks needs the context value net's dialer reads
 	// too, which only WithClientTrace adds.
@@ -80,12 +86,12 @@ func withTrace(r *http.Request, trace *httptrace.ClientTrace) *http.Request {
 	if httptrace.ContextClientTrace(ctx) != nil || clientTraceKey == nil || netHooks {
 		own := new(httptrace.ClientTrace)
 		*own = *trace
-		return r.WithContext(httptrace.WithClientTrace(ctx, own))
+		return r.WithContext(httptrace.WithClientTrace(ctx, own)), nil
 	}
 	tr := new(tracedRequest)
 	tr.ctx = traceContext{Context: ctx, trace: trace}
 	// WithContext is inlined and its copy does not escape: the request
 	// is copied into tr, not allocated a second time.
 	tr.r = *r.WithContext(&tr.ctx)
-	return &tr.r
+	return &tr.r, &tr.slot
 }
