@@ -406,7 +406,8 @@ type redisBackend struct {
 	poolKey string
 	conn    *redisConn
 	prefix  string
-	timeout time.Duration
+	// deadline bounds each decision and give-back (timeout).
+	deadline sharedDeadline
 	// store is what handlers sharing a zone must agree on: the server, db
 	// and key_prefix, which together say where the zone's keys live.
 	store string
@@ -515,7 +516,7 @@ func newRedisBackend(s *RedisStore, logger *zap.Logger) (*redisBackend, error) {
 		conn:      v.(*redisConn),
 		prefix:    s.KeyPrefix,
 		redisPlan: redisPlan{prefix: s.KeyPrefix},
-		timeout:   time.Duration(s.Timeout),
+		deadline:  sharedDeadline{timeout: time.Duration(s.Timeout)},
 		store:     fmt.Sprintf("redis %s db %d key_prefix %q", s.Address, s.DB, s.KeyPrefix),
 	}
 	b.holders.Store(1) // the handler's
@@ -620,15 +621,15 @@ func (b *redisBackend) decideSome(ctx context.Context, keys []requestKey, out []
 
 // decidePlan is decide for the zones of plan p, keys and out in its order.
 func (b *redisBackend) decidePlan(ctx context.Context, p *redisPlan, keys []requestKey, out []outcome, holds []hold) (bool, error) {
-	now := time.Now().UnixNano()
+	start := time.Now()
+	now := start.UnixNano()
 	if !b.conn.admit(now) {
 		return false, errBreakerOpen
 	}
 	// The request's cancellation must not reach Redis: a client that hangs
 	// up is no store failure (counted, three would open the breaker for
 	// everyone), and the decision is bounded by timeout alone either way.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
-	defer cancel()
+	ctx = b.deadline.context(start)
 	client, err := b.conn.get(ctx)
 	if err != nil {
 		b.failed(now, err)
@@ -655,12 +656,12 @@ func (b *redisBackend) decidePlan(ctx context.Context, p *redisPlan, keys []requ
 // with the same timeout and breaker as a decision: in one round trip, on a
 // Redis Cluster one script per slot (as decideSlots).
 func (b *redisBackend) giveBack(ctx context.Context, keys []requestKey, holds []hold, which []bool) error {
-	now := time.Now().UnixNano()
+	start := time.Now()
+	now := start.UnixNano()
 	if !b.conn.admit(now) {
 		return errBreakerOpen
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
-	defer cancel()
+	ctx = b.deadline.context(start)
 	client, err := b.conn.get(ctx)
 	if err != nil {
 		b.failed(now, err)
