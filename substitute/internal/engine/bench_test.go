@@ -353,3 +353,45 @@ func TestGuardedStreamMemory(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWrkRulesChunks streams the page of BenchmarkWrkRules in writes
+// of each size reverse_proxy may make (its 32 KiB buffer, or less when a
+// read of the upstream returns less). With evict, a 4 MiB buffer is
+// written between writes (outside the timer), as the socket copies and
+// the other processes of an end-to-end run do to the caches: each Write
+// then starts on cold tables.
+func BenchmarkWrkRulesChunks(b *testing.B) {
+	data, err := os.ReadFile("testdata/rustc-book.html")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := mustCompile(b, wrkRules(), Options{})
+	for _, evict := range []int{0, 4 << 20} {
+		scratch := make([]byte, evict)
+		for _, size := range []int{4 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10} {
+			b.Run(fmt.Sprintf("evict=%dK/chunk=%dK", evict>>10, size>>10), func(b *testing.B) {
+				st := s.NewStream(io.Discard, nil)
+				streamOnce(st, data)
+				b.SetBytes(int64(len(data)))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					st.Reset(io.Discard, nil)
+					for p := data; len(p) > 0; {
+						n := min(len(p), size)
+						if evict > 0 {
+							b.StopTimer()
+							for i := 0; i < len(scratch); i += 64 {
+								scratch[i]++
+							}
+							b.StartTimer()
+						}
+						st.Write(p[:n])
+						p = p[n:]
+					}
+					st.Close()
+				}
+			})
+		}
+	}
+}
