@@ -225,3 +225,39 @@ func BenchmarkMemoKey(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHandlerEvicted is BenchmarkHandler (memo off) with the caches
+// cold at every write, as inside Caddy under load: before each 32 KiB
+// write the origin writes a 4 MiB buffer (outside the timer), then copies
+// the chunk into its own 32 KiB buffer, as reverse_proxy's read of the
+// upstream socket does, so that only the chunk is hot.
+func BenchmarkHandlerEvicted(b *testing.B) {
+	page := benchPage(b)
+	h := provision(b, &Handler{Rules: benchRules, Memo: MemoOff})
+	scratch := make([]byte, 4<<20)
+	chunk := make([]byte, 32<<10)
+	next := asCaddy(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		for p := page; len(p) > 0; {
+			b.StopTimer()
+			for i := 0; i < len(scratch); i += 64 {
+				scratch[i]++
+			}
+			n := copy(chunk, p)
+			b.StartTimer()
+			_, _ = w.Write(chunk[:n])
+			p = p[n:]
+		}
+	})
+	r := request("GET", "/page.html")
+	w := &discardWriter{hdr: http.Header{}}
+	b.SetBytes(int64(len(page)))
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(w.hdr)
+		if err := h.ServeHTTP(w, r, next); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -36,6 +36,7 @@ type responseWriter struct {
 	vars engine.Vars // bound to lookupVar once, so no closure per request
 
 	stream *engine.Stream
+	in     input  // gathers the body's writes for the engine
 	out    output // coalesces the engine's small writes
 	dec    *decoder
 	body   io.Writer // where body bytes go when substituting or copying
@@ -90,7 +91,8 @@ func (h *Handler) putWriter(rw *responseWriter) {
 	if rw.stream != nil {
 		rw.stream.Reset(nil, nil)
 	}
-	rw.out.reset(nil) // drops what an aborted response left
+	rw.in.reset(nil)  // drops what an aborted response left
+	rw.out.reset(nil) // likewise
 	rw.resetResponse()
 	h.writers.Put(rw)
 }
@@ -193,7 +195,8 @@ func (rw *responseWriter) WriteHeader(status int) {
 	} else {
 		rw.stream.Reset(&rw.out, rw.vars)
 	}
-	rw.body = rw.stream
+	rw.in.reset(rw.stream)
+	rw.body = &rw.in
 	if strong && rw.h.memo != nil {
 		rw.useMemo(status, hdr, etag)
 	}
@@ -367,7 +370,7 @@ func (rw *responseWriter) FlushError() error {
 	case discarding:
 		return nil
 	case substituting:
-		if err := rw.stream.Err(); err != nil {
+		if err := rw.feed(); err != nil {
 			return err
 		}
 		fallthrough
@@ -381,6 +384,22 @@ func (rw *responseWriter) FlushError() error {
 	}
 	//nolint:bodyclose // not a client response
 	return http.NewResponseController(rw.ResponseWriter).Flush()
+}
+
+// feed hands the engine what the input gathered (timed as the scan).
+func (rw *responseWriter) feed() error {
+	var start time.Time
+	if rw.timed {
+		start = time.Now()
+	}
+	err := rw.in.feed()
+	if rw.timed {
+		rw.timeScan(start)
+	}
+	if err != nil {
+		return err
+	}
+	return rw.stream.Err()
 }
 
 // finish ends the body: the decoder and the engine write what they held.
@@ -407,6 +426,9 @@ func (rw *responseWriter) finish(abort bool) error {
 				rw.timeScan(start)
 				caddyhttp.SetVar(rw.req.Context(), serverTimingSubstitute, rw.scan)
 			}()
+		}
+		if ferr := rw.in.feed(); err == nil {
+			err = ferr
 		}
 		if cerr := rw.stream.Close(); err == nil {
 			err = cerr
