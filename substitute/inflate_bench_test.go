@@ -25,32 +25,24 @@ func BenchmarkInflate(b *testing.B) {
 	zw.Close()
 	src := bufio.NewReaderSize(nil, 16<<10)
 	buf := make([]byte, 32<<10)
-	b.Run("klauspost", func(b *testing.B) {
-		zr := new(gzip.Reader)
-		b.SetBytes(int64(len(page)))
-		b.ReportAllocs()
-		for b.Loop() {
-			src.Reset(bytes.NewReader(gz.Bytes()))
-			if err := zr.Reset(src); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := io.CopyBuffer(io.Discard, zr, buf); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("stdlib", func(b *testing.B) {
-		zr := new(stdgzip.Reader)
-		b.SetBytes(int64(len(page)))
-		b.ReportAllocs()
-		for b.Loop() {
-			src.Reset(bytes.NewReader(gz.Bytes()))
-			if err := zr.Reset(src); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := io.CopyBuffer(io.Discard, zr, buf); err != nil {
-				b.Fatal(err)
+	inflate := func(zr interface {
+		io.Reader
+		Reset(io.Reader) error
+	}) func(*testing.B) {
+		return func(b *testing.B) {
+			b.SetBytes(int64(len(page)))
+			b.ReportAllocs()
+			for b.Loop() {
+				src.Reset(bytes.NewReader(gz.Bytes()))
+				if err := zr.Reset(src); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.CopyBuffer(io.Discard, zr, buf); err != nil {
+					b.Fatal(err)
+				}
 			}
 		}
-	})
+	}
+	b.Run("klauspost", inflate(new(gzip.Reader)))
+	b.Run("stdlib", inflate(new(stdgzip.Reader)))
 }
