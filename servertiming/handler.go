@@ -89,7 +89,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	t.r = r
 
 	err := next.ServeHTTP(&t.w, r)
-	if !t.w.wroteHeader {
+	toErrorRoutes := err != nil && !t.w.wroteHeader && errorRoutesFollow(r)
+	if toErrorRoutes {
+		// The error routes write this response after this handler, on
+		// the writer Caddy gave the route: what their handlers add (a
+		// reverse_proxy's Timing-Allow-Origin: *, entries named as the
+		// PoP's) would sit beside the PoP's entries past every filter
+		// here. So the response is theirs, untimed, unless a
+		// server_timing inside them times it (from the request's start).
+		if t.vars != nil {
+			delete(t.vars, VarOn)
+		}
+	} else if !t.w.wroteHeader {
 		// Nothing written: net/http (or, for an error, Caddy's error
 		// handling) writes the header after this returns, from this map,
 		// and the body is empty or the error handling's: no trailer.
@@ -131,7 +142,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			delete(hdr, fieldServerTiming)
 		}
 	}
-	ce := h.logger.Check(zapcore.DebugLevel, "server timing")
+	var ce *zapcore.CheckedEntry
+	if !toErrorRoutes { // nothing measured: the error routes' response is not this handler's
+		ce = h.logger.Check(zapcore.DebugLevel, "server timing")
+	}
 	var sub time.Duration
 	var hasSub bool
 	if t.w.trailer || ce != nil {
@@ -171,6 +185,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		timings.Put(t)
 	}
 	return err
+}
+
+// errorRoutesFollow reports whether Caddy's server runs its error routes
+// for an error returned from r's handlers: it has some (its condition),
+// and r is not in them already.
+func errorRoutesFollow(r *http.Request) bool {
+	ctx := r.Context()
+	if _, inErrorRoutes := ctx.Value(caddyhttp.ErrorCtxKey).(error); inErrorRoutes {
+		return false
+	}
+	srv, _ := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	return srv != nil && srv.Errors != nil && len(srv.Errors.Routes) > 0
 }
 
 // caddyStartTime is the variable in which Caddy's server keeps the time it
