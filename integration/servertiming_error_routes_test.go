@@ -14,7 +14,8 @@ import (
 // handle_errors, which proxies the hostile origin's /forge (its own
 // Server-Timing entries named as the PoP's and Timing-Allow-Origin: *),
 // untimed under /down/plain/ and timed by a server_timing of its own
-// under /down/timed/.
+// under /down/timed/; and a server without error routes, whose 502 is
+// Caddy's bare status.
 const errorRouteSites = `
 https://localhost:{$HTTPS_PORT} {
 	tls internal
@@ -38,6 +39,10 @@ https://localhost:{$HTTPS_PORT} {
 			reverse_proxy %[1]s
 		}
 	}
+}
+http://{$HOST}:{$HTTP_PORT} {
+	server_timing
+	reverse_proxy %[2]s
 }`
 
 // TestServerTimingErrorRoutes: an error response written by handle_errors
@@ -45,7 +50,8 @@ https://localhost:{$HTTPS_PORT} {
 // there cannot put its Timing-Allow-Origin: * and forged entries beside
 // the PoP's (which would open the caller's RTT and TLS mode to any page);
 // a server_timing inside handle_errors times that response, filtered as
-// any other. Over HTTP/1.1, HTTP/2 and HTTP/3.
+// any other. Over HTTP/1.1, HTTP/2 and HTTP/3. Caddy's bare error status
+// is untimed too (the handler cannot tell which handles an error).
 func TestServerTimingErrorRoutes(t *testing.T) {
 	dead := net.JoinHostPort(loopback.Claim(t), "9") // nothing listens: a 502
 	c := StartCaddyWith(t, Options{}, fmt.Sprintf(errorRouteSites, hostileOrigin(t), dead))
@@ -80,4 +86,13 @@ func TestServerTimingErrorRoutes(t *testing.T) {
 			}
 		})
 	}
+	t.Run("bare 502", func(t *testing.T) {
+		resp, _ := Get(t, c.Client(), c.URL("/x"))
+		if resp.StatusCode != http.StatusBadGateway {
+			t.Fatalf("status %d, want the dead upstream's 502", resp.StatusCode)
+		}
+		if hasField(resp.Header, "Server-Timing") || hasField(resp.Header, "Timing-Allow-Origin") {
+			t.Errorf("the bare 502 carries timing fields: %v", resp.Header)
+		}
+	})
 }

@@ -1,7 +1,6 @@
 package servertiming
 
 import (
-	"errors"
 	"net/http"
 	"net/http/httptrace"
 	"strings"
@@ -89,31 +88,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	t.r = r
 
 	err := next.ServeHTTP(&t.w, r)
-	toErrorRoutes := err != nil && !t.w.wroteHeader && errorRoutesFollow(r)
-	if toErrorRoutes {
-		// The error routes write this response after this handler, on
-		// the writer Caddy gave the route: what their handlers add (a
-		// reverse_proxy's Timing-Allow-Origin: *, entries named as the
-		// PoP's) would sit beside the PoP's entries past every filter
-		// here. So the response is theirs, untimed, unless a
-		// server_timing inside them times it (from the request's start).
+	untimedError := err != nil && !t.w.wroteHeader
+	if untimedError {
+		// An error returned before anything was written: its response is
+		// written after this handler returned, by whatever handles the
+		// error (the server's error routes, a subroute's, Caddy's bare
+		// status), on a writer this handler does not wrap. What those
+		// handlers add (a reverse_proxy's Timing-Allow-Origin: *, entries
+		// named as the PoP's, a 1xx, a trailer) would sit beside the
+		// PoP's entries past every filter here, and nothing tells this
+		// handler which of them runs. So the response is not timed here;
+		// the mark is cleared, so that a server_timing among the error's
+		// handlers (in handle_errors) times it, from the request's start.
 		if t.vars != nil {
 			delete(t.vars, VarOn)
 		}
 	} else if !t.w.wroteHeader {
-		// Nothing written: net/http (or, for an error, Caddy's error
-		// handling) writes the header after this returns, from this map,
-		// and the body is empty or the error handling's: no trailer.
-		status := http.StatusOK
-		if err != nil {
-			status = http.StatusInternalServerError
-			if he, ok := errors.AsType[caddyhttp.HandlerError](err); ok && he.StatusCode != 0 {
-				status = he.StatusCode
-			}
-		}
+		// Nothing written, no error: net/http writes the header after
+		// this returns, from this map, and the body is empty: no trailer.
 		// Nothing can change the map between these fields and the
 		// header.
-		t.writeHeaderFields(w.Header(), status, false)
+		t.writeHeaderFields(w.Header(), http.StatusOK, false)
 	} else {
 		// An upstream's Timing-Allow-Origin trailer, which reverse_proxy
 		// adds to the map after the body, under the name or the
@@ -143,7 +138,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 	}
 	var ce *zapcore.CheckedEntry
-	if !toErrorRoutes { // nothing measured: the error routes' response is not this handler's
+	if !untimedError { // nothing measured: the error's response is not this handler's
 		ce = h.logger.Check(zapcore.DebugLevel, "server timing")
 	}
 	var sub time.Duration
@@ -185,18 +180,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		timings.Put(t)
 	}
 	return err
-}
-
-// errorRoutesFollow reports whether Caddy's server runs its error routes
-// for an error returned from r's handlers: it has some (its condition),
-// and r is not in them already.
-func errorRoutesFollow(r *http.Request) bool {
-	ctx := r.Context()
-	if _, inErrorRoutes := ctx.Value(caddyhttp.ErrorCtxKey).(error); inErrorRoutes {
-		return false
-	}
-	srv, _ := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
-	return srv != nil && srv.Errors != nil && len(srv.Errors.Routes) > 0
 }
 
 // caddyStartTime is the variable in which Caddy's server keeps the time it

@@ -90,8 +90,11 @@ func TestWriterEveryPath(t *testing.T) {
 		"ResponseController.Flush": func(w http.ResponseWriter, r *http.Request) error {
 			return http.NewResponseController(w).Flush()
 		},
-		"nothing":  func(w http.ResponseWriter, r *http.Request) error { return nil },
-		"an error": func(w http.ResponseWriter, r *http.Request) error { return caddyhttp.Error(502, errors.New("x")) },
+		"nothing": func(w http.ResponseWriter, r *http.Request) error { return nil },
+		"an error after writing": func(w http.ResponseWriter, r *http.Request) error {
+			w.WriteHeader(502)
+			return caddyhttp.Error(502, errors.New("x"))
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			rec := newRecorder()
@@ -455,12 +458,11 @@ func TestUpstreamDeclaredTrailerValues(t *testing.T) {
 }
 
 // TestNothingWrittenNoTrailer: over HTTP/2, a response whose handlers
-// wrote nothing (empty, or an error's, which Caddy's error handling writes
-// after) gets the header entries and no trailer announcement.
+// wrote nothing gets the header entries and no trailer announcement.
+// (An error's gets none: TestErrorResponseLeftToItsHandlers.)
 func TestNothingWrittenNoTrailer(t *testing.T) {
 	for name, next := range map[string]caddyhttp.HandlerFunc{
-		"empty":    func(w http.ResponseWriter, r *http.Request) error { return nil },
-		"an error": func(w http.ResponseWriter, r *http.Request) error { return caddyhttp.Error(503, errors.New("x")) },
+		"empty": func(w http.ResponseWriter, r *http.Request) error { return nil },
 	} {
 		rec := newRecorder()
 		_ = serve(t, testHandler(), rec, newRequest("GET", 2), next)
