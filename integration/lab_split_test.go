@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,13 +47,18 @@ func labCheckSplit(t *testing.T, rows []*labRow, shortRTT, longRTT time.Duration
 	// The relays never deliver early, but the PoP's clock for origin starts
 	// at httptrace's WroteRequest, taken after its write returns, while the
 	// relay's delay starts when it has read those bytes, which can be
-	// first: CI's newcomer pass read 249.839 ms for a 250 ms round trip. So
-	// the floor is the long round trip less 1 ms. Above it only the
-	// origin's own work (writing a script it holds in memory) and the
-	// relays' timers on a shared 2-core machine: 5% of the long round trip,
-	// as the lab allows its other arithmetic.
-	originMin := longRTT - time.Millisecond
-	originMax := longRTT + longRTT*5/100
+	// first, by as long as the PoP's goroutine waits for a core: CI's
+	// newcomer pass read 249.839 ms for a 250 ms round trip, a quiet run
+	// 248.294 ms on the 0-RTT row (the PoP finishing the phone's handshake
+	// meanwhile, likely). Above it only the origin's own work (writing a script it
+	// holds in memory) and the relays' timers on a shared 2-core machine:
+	// under -race, with other jobs on the cores, single requests read
+	// 263-273 ms, their rows' medians 253-256 ms. So each request within
+	// 2% under and 10% over the long round trip, and each row's median
+	// from 1 ms under to 5% over it, as the lab allows its other
+	// arithmetic.
+	originMin, originMax := longRTT-longRTT*2/100, longRTT+longRTT*10/100
+	originMedianMin, originMedianMax := longRTT-time.Millisecond, longRTT+longRTT*5/100
 	var brLate time.Duration // the most a compressed response's TTFB exceeded the arithmetic by, past 5%
 	defer func() {
 		if brLate > 0 {
@@ -82,12 +88,14 @@ func labCheckSplit(t *testing.T, rows []*labRow, shortRTT, longRTT time.Duration
 		if want := labTLSMode(row); s.PoPTLS[want] != n || s.TLSDisagree != 0 || s.ProtoDisagree != 0 {
 			t.Errorf("%s: the PoP saw TLS %v (%d disagree with the phone, protocol %d); want %s on all %d", row.name, s.PoPTLS, s.TLSDisagree, s.ProtoDisagree, want, n)
 		}
+		var origins []time.Duration
 		for i, smp := range row.res.Samples {
 			p := smp.PoP
 			if p == nil || !p.HasEdge || !p.HasOrigin {
 				t.Errorf("%s request %d: PoP entries %+v, want edge and origin", row.name, i+1, p)
 				continue
 			}
+			origins = append(origins, p.Origin)
 			if p.Origin < originMin || p.Origin > originMax {
 				t.Errorf("%s request %d: origin %v, want the long round trip %v (%v to %v)", row.name, i+1, p.Origin, longRTT, originMin, originMax)
 			}
@@ -95,9 +103,16 @@ func labCheckSplit(t *testing.T, rows []*labRow, shortRTT, longRTT time.Duration
 			if coldPool {
 				// The relay charges the TCP round trip on the first
 				// bytes (the kernel connects loopback at once), so
-				// the dial reads ~0 and TLS two long round trips.
-				if want := 2 * longRTT; connect < want || connect > want+want*5/100 {
-					t.Errorf("%s request %d: origin dial %v + TLS %v, want %v (TCP and TLS round trips) within 5%%", row.name, i+1, p.OriginDial, p.OriginTLS, want)
+				// the dial reads ~0 and TLS two long round trips, plus
+				// the handshake's CPU on both sides, which the race
+				// detector multiplies (527 ms under -race on a quiet
+				// machine): 5% over, 10% under -race.
+				over := 5
+				if raceEnabled {
+					over = 10
+				}
+				if want := 2 * longRTT; connect < want || connect > want+want*time.Duration(over)/100 {
+					t.Errorf("%s request %d: origin dial %v + TLS %v, want %v (TCP and TLS round trips) within %d%%", row.name, i+1, p.OriginDial, p.OriginTLS, want, over)
 				}
 			}
 			// The PoP's own time: client_ip, throttle (in memory),
@@ -151,6 +166,12 @@ func labCheckSplit(t *testing.T, rows []*labRow, shortRTT, longRTT time.Duration
 				}
 			} else if most := max(shortRTT*3/2, smp.Connect+smp.TLS); p.RTT < shortRTT || p.RTT > most {
 				t.Errorf("%s request %d: QUIC rtt %v, want the short round trip %v, up to %v (the phone's handshake, or 1.5x)", row.name, i+1, p.RTT, shortRTT, most)
+			}
+		}
+		if len(origins) > 0 {
+			slices.Sort(origins)
+			if m := origins[len(origins)/2]; m < originMedianMin || m > originMedianMax {
+				t.Errorf("%s: origin median %v, want the long round trip %v (%v to %v)", row.name, m, longRTT, originMedianMin, originMedianMax)
 			}
 		}
 	}
