@@ -1,6 +1,7 @@
 package substitute
 
 import (
+	"bufio"
 	"io"
 	"sync"
 )
@@ -21,77 +22,44 @@ import (
 // streams and bodies without Content-Length) hands the engine what is
 // gathered before the output flushes, and the end of the body does too;
 // a body with Content-Length reaches the client after 128 KiB of input
-// instead of 64 KiB of output. The buffer comes from a pool on the first
-// write and goes back at the end of the response: inRound more bytes per
-// substituted response in flight.
+// instead of 64 KiB of output. The buffer, a bufio.Writer as output's (a
+// write at least a round long with nothing gathered goes straight
+// through, uncopied), comes from a pool on the first write and goes back
+// at the end of the response: inRound more bytes per substituted response
+// in flight.
 type input struct {
-	dst io.Writer // the engine stream
-	buf *[]byte   // from inputs, nil until the first write
-	err error     // the first error of dst, returned from then on
+	dst io.Writer     // the engine stream
+	w   *bufio.Writer // from inputs, nil until the first write
 }
 
 const inRound = 128 << 10
 
-var inputs = sync.Pool{New: func() any { b := make([]byte, 0, inRound); return &b }}
+var inputs = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, inRound) }}
 
 // reset starts a body that goes to dst (nil: none), dropping what an
 // aborted one left and giving the buffer back.
 func (in *input) reset(dst io.Writer) {
-	if in.buf != nil {
-		*in.buf = (*in.buf)[:0]
-		inputs.Put(in.buf)
-		in.buf = nil
+	if in.w != nil {
+		in.w.Reset(nil)
+		inputs.Put(in.w)
+		in.w = nil
 	}
-	in.dst, in.err = dst, nil
+	in.dst = dst
 }
 
-// Write gathers p; a full round goes to the engine. A write at least a
-// round long with nothing gathered goes straight through, uncopied.
+// Write gathers p; a full round goes to the engine.
 func (in *input) Write(p []byte) (int, error) {
-	if in.err != nil {
-		return 0, in.err
+	if in.w == nil {
+		in.w = inputs.Get().(*bufio.Writer)
+		in.w.Reset(in.dst)
 	}
-	n := len(p)
-	if in.buf == nil {
-		if len(p) >= inRound {
-			return in.pass(p, n)
-		}
-		in.buf = inputs.Get().(*[]byte)
-	}
-	for len(p) > 0 {
-		b := *in.buf
-		if len(b) == 0 && len(p) >= inRound {
-			return in.pass(p, n)
-		}
-		k := copy(b[len(b):cap(b)], p)
-		*in.buf, p = b[:len(b)+k], p[k:]
-		if len(*in.buf) == cap(*in.buf) {
-			if err := in.feed(); err != nil {
-				return 0, err
-			}
-		}
-	}
-	return n, nil
-}
-
-// pass writes p, n bytes of the caller's, straight to the engine.
-func (in *input) pass(p []byte, n int) (int, error) {
-	if _, err := in.dst.Write(p); err != nil {
-		in.err = err
-		return 0, err
-	}
-	return n, nil
+	return in.w.Write(p)
 }
 
 // feed hands the engine what is gathered.
 func (in *input) feed() error {
-	if in.err != nil {
-		return in.err
-	}
-	if in.buf == nil || len(*in.buf) == 0 {
+	if in.w == nil {
 		return nil
 	}
-	_, in.err = in.dst.Write(*in.buf)
-	*in.buf = (*in.buf)[:0]
-	return in.err
+	return in.w.Flush()
 }
