@@ -43,16 +43,12 @@ func (s *sharedDeadline) context(now time.Time) context.Context {
 // holds it, so at most deadlineSlices (plus a racing few) live at a time.
 type deadlineCtx struct {
 	deadline time.Time
-	done     chan struct{}
-	expired  atomic.Bool
+	done     chan struct{} // closed at deadline
 }
 
 func newDeadlineCtx(deadline time.Time, in time.Duration) *deadlineCtx {
 	c := &deadlineCtx{deadline: deadline, done: make(chan struct{})}
-	time.AfterFunc(in, func() {
-		c.expired.Store(true)
-		close(c.done)
-	})
+	time.AfterFunc(in, func() { close(c.done) })
 	return c
 }
 
@@ -61,8 +57,10 @@ func (c *deadlineCtx) Done() <-chan struct{}       { return c.done }
 func (c *deadlineCtx) Value(any) any               { return nil }
 
 func (c *deadlineCtx) Err() error {
-	if c.expired.Load() {
+	select {
+	case <-c.done:
 		return context.DeadlineExceeded
+	default:
+		return nil
 	}
-	return nil
 }
