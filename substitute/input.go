@@ -47,13 +47,19 @@ func (in *input) reset(dst io.Writer) {
 	in.dst = dst
 }
 
-// Write gathers p; a full round goes to the engine.
+// Write gathers p; a full round goes to the engine at once (bufio would
+// hold it until the next write, which a body that fails next never makes:
+// the round, and the response's header with it, would be lost).
 func (in *input) Write(p []byte) (int, error) {
 	if in.w == nil {
 		in.w = inputs.Get().(*bufio.Writer)
 		in.w.Reset(in.dst)
 	}
-	return in.w.Write(p)
+	n, err := in.w.Write(p)
+	if err == nil && in.w.Available() == 0 {
+		err = in.w.Flush()
+	}
+	return n, err
 }
 
 // feed hands the engine what is gathered.

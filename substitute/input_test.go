@@ -18,7 +18,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 // TestInputRounds: the engine gets the body in rounds of inRound, nothing
-// before a round fills; a write of a round or more with nothing gathered
+// before a round fills, a full round at once; a write of a round or more with nothing gathered
 // goes straight through; feed hands on what is gathered; reset drops it.
 func TestInputRounds(t *testing.T) {
 	dst := &countingWriter{}
@@ -33,7 +33,10 @@ func TestInputRounds(t *testing.T) {
 	if len(dst.writes) != 0 {
 		t.Fatalf("writes %v before a round filled", dst.writes)
 	}
-	in.Write(chunk) // the round is full: 128 KiB
+	in.Write(chunk) // the round is full: it goes at once, not with the next write
+	if want := []int{inRound}; !slices.Equal(dst.writes, want) {
+		t.Fatalf("writes %v once the round filled, want %v (a body that fails next would lose it)", dst.writes, want)
+	}
 	in.Write(chunk)
 	if err := in.feed(); err != nil {
 		t.Fatal(err)
