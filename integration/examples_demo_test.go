@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -170,7 +171,13 @@ func TestExampleCaddyfileDoesWhatItSays(t *testing.T) {
 	host := loopback.Claim(t)
 	originPort := loopback.FreePort(t, host)
 	c := startCaddyOn(t, Options{Env: []string{"ORIGIN_PORT=" + strconv.Itoa(originPort)}}, host, func() ports {
-		return ports{loopback.FreePort(t, host), loopback.FreePort(t, host), loopback.FreePort(t, host)}
+		for range 100 { // the origin's port is a fourth, distinct
+			if p := freePorts(t, host); !slices.Contains([]int{p.http, p.https, p.admin}, originPort) {
+				return p
+			}
+		}
+		t.Fatalf("no three free ports on %s besides the origin's %d", host, originPort)
+		return ports{}
 	}, sites)
 
 	for _, cmd := range cmds {

@@ -119,13 +119,18 @@ func StartCaddyWith(t testing.TB, opts Options, caddyfile string) *Caddy {
 		t.Fatal("integration: caddy binary not built (TestMain must call BuildCaddy)")
 	}
 	host := loopback.Claim(t)
-	return startCaddyOn(t, opts, host, func() ports {
-		return ports{loopback.FreePort(t, host), loopback.FreePort(t, host), loopback.FreePort(t, host)}
-	}, caddyfile)
+	return startCaddyOn(t, opts, host, func() ports { return freePorts(t, host) }, caddyfile)
 }
 
 // ports are a Caddy's HTTP, HTTPS and admin ports.
 type ports struct{ http, https, admin int }
+
+// freePorts picks a Caddy's three ports on host, distinct.
+func freePorts(t testing.TB, host string) ports {
+	t.Helper()
+	p := loopback.FreePorts(t, host, 3)
+	return ports{p[0], p[1], p[2]}
+}
 
 // startCaddyOn is StartCaddyWith on host, with ports from pick.
 func startCaddyOn(t testing.TB, opts Options, host string, pick func() ports, caddyfile string) *Caddy {

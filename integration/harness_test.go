@@ -94,7 +94,7 @@ func harnessAnswer(t *testing.T, client *http.Client, url string) string {
 func TestHarnessOwnAddress(t *testing.T) {
 	t.Run("own addresses", func(t *testing.T) {
 		hostA, hostB := loopback.Claim(t), loopback.Claim(t)
-		p := ports{loopback.FreePort(t, hostA), loopback.FreePort(t, hostA), loopback.FreePort(t, hostA)}
+		p := freePorts(t, hostA)
 		same := func() ports { return p }
 		a := startCaddyOn(t, Options{}, hostA, same, harnessSites("a"))
 		b := startCaddyOn(t, Options{}, hostB, same, harnessSites("b"))
@@ -144,6 +144,12 @@ func TestHarnessOwnAddress(t *testing.T) {
 		// 127.0.0.1 unclaimed and ports probed on every interface: what the
 		// harness did before each Caddy had an address of its own.
 		p := ports{FreePort(t), FreePort(t), FreePort(t)}
+		for range 100 { // distinct, or a's own admin answers its site
+			if p.http != p.https && p.https != p.admin && p.http != p.admin {
+				break
+			}
+			p = ports{FreePort(t), FreePort(t), FreePort(t)}
+		}
 		same := func() ports { return p }
 		a := startCaddyOn(t, Options{}, "127.0.0.1", same, harnessSites("a"))
 		b := startCaddyOn(t, Options{}, "127.0.0.1", same, harnessSites("b"))

@@ -23,6 +23,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -87,24 +88,53 @@ func claim(addr netip.Addr) (net.Listener, error) {
 // the kernel's ephemeral range.
 func FreePort(t testing.TB, host string) int {
 	t.Helper()
-	for range 200 {
-		port := 20000 + rand.IntN(12000)
-		if port == ClaimPort {
+	return FreePorts(t, host, 1)[0]
+}
+
+// FreePorts returns n distinct ports of host, each as FreePort's. Probing
+// cannot see a port already handed out and not yet bound, so ports picked one
+// by one for one server may repeat: a Caddy given the same port for HTTP and
+// admin binds both (SO_REUSEPORT) and its admin endpoint answers site
+// requests.
+func FreePorts(t testing.TB, host string, n int) []int {
+	t.Helper()
+	return freePortsFrom(t, host, n, func() int { return 20000 + rand.IntN(12000) })
+}
+
+// freePortsFrom is FreePorts with the candidate ports next returns (bounded:
+// 200 candidates a port).
+func freePortsFrom(t testing.TB, host string, n int, next func() int) []int {
+	t.Helper()
+	ports := make([]int, 0, n)
+	for range 200 * n {
+		if len(ports) == n {
+			return ports
+		}
+		port := next()
+		if port == ClaimPort || slices.Contains(ports, port) || !free(host, port) {
 			continue
 		}
-		hp := net.JoinHostPort(host, strconv.Itoa(port))
-		l, err := net.Listen("tcp4", hp)
-		if err != nil {
-			continue
-		}
-		u, err := net.ListenPacket("udp4", hp)
-		l.Close()
-		if err != nil {
-			continue
-		}
-		u.Close()
-		return port
+		ports = append(ports, port)
 	}
-	t.Fatalf("loopback: no free port on %s in 200 tries", host)
-	return 0
+	if len(ports) == n {
+		return ports
+	}
+	t.Fatalf("loopback: %d free ports on %s not found in %d tries (found %v)", n, host, 200*n, ports)
+	return nil
+}
+
+// free reports whether host:port can be bound for TCP and UDP.
+func free(host string, port int) bool {
+	hp := net.JoinHostPort(host, strconv.Itoa(port))
+	l, err := net.Listen("tcp4", hp)
+	if err != nil {
+		return false
+	}
+	u, err := net.ListenPacket("udp4", hp)
+	l.Close()
+	if err != nil {
+		return false
+	}
+	u.Close()
+	return true
 }

@@ -3,6 +3,7 @@ package loopback
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -54,6 +55,36 @@ func TestRandomStaysOutOf127_0_0(t *testing.T) {
 		a := random()
 		if !a.IsLoopback() || low.Contains(a) || a == netip.MustParseAddr("127.255.255.255") {
 			t.Fatalf("candidate %s", a)
+		}
+	}
+}
+
+// TestFreePortsDistinct: a candidate already handed out in the same call is
+// passed over, as are the claim port and a port something holds, so a
+// server's ports never coincide (a Caddy given one port for HTTP and admin
+// binds both, and its admin endpoint answers site requests).
+func TestFreePortsDistinct(t *testing.T) {
+	host := Claim(t)
+	held, err := net.Listen("tcp4", net.JoinHostPort(host, "20007"))
+	if err != nil {
+		t.Fatalf("holding a port: %v", err)
+	}
+	defer held.Close()
+	seq := []int{20001, 20001, ClaimPort, 20007, 20001, 20002, 20002, 20003}
+	next := func() int {
+		if len(seq) == 0 {
+			t.Fatal("ran out of candidates")
+		}
+		p := seq[0]
+		seq = seq[1:]
+		return p
+	}
+	if got, want := freePortsFrom(t, host, 3, next), []int{20001, 20002, 20003}; !slices.Equal(got, want) {
+		t.Fatalf("ports %v, want %v", got, want)
+	}
+	for range 200 {
+		if p := FreePorts(t, host, 3); p[0] == p[1] || p[1] == p[2] || p[0] == p[2] {
+			t.Fatalf("FreePorts gave %v", p)
 		}
 	}
 }

@@ -29,17 +29,9 @@ func StartCluster(t testing.TB, n int, args ...string) *Cluster {
 	host := loopback.Claim(t)
 	dir := t.TempDir()
 	c := &Cluster{}
-	used := map[int]bool{}
-	free := func() int { // distinct: a port found free stays free only until bound
-		for {
-			if p := loopback.FreePort(t, host); !used[p] {
-				used[p] = true
-				return p
-			}
-		}
-	}
+	free := loopback.FreePorts(t, host, 2*n) // each node's port and bus port
 	for i := range n {
-		port, bus := free(), free()
+		port, bus := free[2*i], free[2*i+1]
 		nodeArgs := append([]string{
 			"--cluster-enabled", "yes",
 			"--cluster-port", strconv.Itoa(bus),
