@@ -2,7 +2,9 @@ package ratelimit
 
 import (
 	"context"
+	"crypto/sha1"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -28,7 +30,12 @@ import (
 // {all allowed, allowed_1, after_1, allowed_2, after_2, ...}, after_i
 // being TAT - now in microseconds once decided, then for each charge_on
 // zone in order its hold: the TAT after its charge, given back and block.
-var gcraScript = rueidis.NewLuaScript(`
+var gcraScript = rueidis.NewLuaScript(gcraSource)
+
+// gcraSHA1 is gcraSource's SHA-1, as EVALSHA names it.
+var gcraSHA1 = func() string { sum := sha1.Sum([]byte(gcraSource)); return hex.EncodeToString(sum[:]) }()
+
+const gcraSource = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local n = #KEYS
@@ -72,7 +79,7 @@ for i = 1, n do
   end
 end
 return res
-`)
+`
 
 // refundScript gives back one request's charge in each of KEYS, ARGV
 // holding four values per key: the zone's interval in microseconds and the
@@ -408,6 +415,9 @@ type redisBackend struct {
 	prefix  string
 	// deadline bounds each decision and give-back (timeout).
 	deadline sharedDeadline
+	// batch sends the decisions' scripts (standalone Redis), per handler:
+	// its calls share deadline, so the oldest has the earliest.
+	batch scriptBatch
 	// store is what handlers sharing a zone must agree on: the server, db
 	// and key_prefix, which together say where the zone's keys live.
 	store string
@@ -642,7 +652,7 @@ func (b *redisBackend) decidePlan(ctx context.Context, p *redisPlan, keys []requ
 	if client.Mode() == rueidis.ClientModeCluster {
 		allowed, err = p.decideSlots(ctx, client, names, tags[:len(keys)], out, holds)
 	} else {
-		allowed, err = decideScript(ctx, client, names, p.args, out, holds, p.refundable)
+		allowed, err = b.decideBatched(ctx, client, names, p.args, out, holds, p.refundable)
 	}
 	if err != nil {
 		b.failed(time.Now().UnixNano(), err)
@@ -756,6 +766,24 @@ func scriptOutcomes(res []int64, out []outcome, holds []hold, refundable []bool)
 		}
 	}
 	return res[0] == 1, nil
+}
+
+// decideBatched is decideScript through the connection's scriptBatch.
+func (b *redisBackend) decideBatched(ctx context.Context, client rueidis.Client, names, args []string, out []outcome, holds []hold, refundable []bool) (bool, error) {
+	cmd := client.B().Evalsha().Sha1(gcraSHA1).Numkeys(int64(len(names))).Key(names...).Arg(args...).Build()
+	res, err := b.batch.do(ctx, client, cmd)
+	if err != nil {
+		return false, err
+	}
+	if rerr, ok := rueidis.IsRedisErr(res.Error()); ok && rerr.IsNoScript() {
+		return decideScript(ctx, client, names, args, out, holds, refundable)
+	}
+	var reply scriptReply
+	vals, err := reply.read(res)
+	if err != nil {
+		return false, err
+	}
+	return scriptOutcomes(vals, out, holds, refundable)
 }
 
 // runScript runs the GCRA script, its answer read into reply. A command
