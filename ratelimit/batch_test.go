@@ -218,3 +218,32 @@ func TestScriptBatchClientPanicIsAnError(t *testing.T) {
 		t.Fatalf("%d lanes out, %d waiting; want none", b.busy, len(b.waiting))
 	}
 }
+
+// TestRedisScriptFlushed: a server that lost the script (SCRIPT FLUSH, a
+// restart) answers the batched EVALSHA with NOSCRIPT; the decision then
+// loads it and is decided as ever.
+func TestRedisScriptFlushed(t *testing.T) {
+	rs := testredis.Start(t)
+	h := redisHandler(t, rs, "deny", &Zone{Name: "r-flushed", Rate: "1/1m"})
+	var out [1]outcome
+	decide := func(caller string) bool {
+		t.Helper()
+		allowed, err := h.redis.decide(context.Background(), []requestKey{{text: caller}}, out[:], nil, allZones)
+		if err != nil {
+			t.Fatalf("decision for %s: %v", caller, err)
+		}
+		return allowed
+	}
+	if !decide("a") {
+		t.Fatal("first request of a refused")
+	}
+	if r := testredis.Command(t, rs.Addr(), "SCRIPT", "FLUSH"); r != "OK" {
+		t.Fatalf("SCRIPT FLUSH: %q", r)
+	}
+	if decide("a") {
+		t.Fatal("second request of a within its minute passed after SCRIPT FLUSH")
+	}
+	if !decide("b") {
+		t.Fatal("first request of b refused after SCRIPT FLUSH")
+	}
+}
