@@ -768,7 +768,8 @@ func scriptOutcomes(res []int64, out []outcome, holds []hold, refundable []bool)
 	return res[0] == 1, nil
 }
 
-// decideBatched is decideScript through the connection's scriptBatch.
+// decideBatched is decideScript through the handler's scriptBatch (an
+// EVALSHA; a server that lost the script gets it from decideScript).
 func (b *redisBackend) decideBatched(ctx context.Context, client rueidis.Client, names, args []string, out []outcome, holds []hold, refundable []bool) (bool, error) {
 	cmd := client.B().Evalsha().Sha1(gcraSHA1).Numkeys(int64(len(names))).Key(names...).Arg(args...).Build()
 	res, err := b.batch.do(ctx, client, cmd)
