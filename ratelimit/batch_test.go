@@ -66,27 +66,41 @@ func TestScriptBatchGathersWhileLanesAreOut(t *testing.T) {
 	rs := testredis.Start(t)
 	cl := batchClient(t, rs.Addr())
 	var b scriptBatch
-	hold := holdServer(t, &b, cl, 300*time.Millisecond)
-	const n = 300 // more than batchMax: two pipelines at least
+	// More calls than batchMax: two pipelines at least.
+	gatherWhileHeld(t, &b, cl, 300*time.Millisecond, 300, func(i int) {
+		want := "call-" + strconv.Itoa(i)
+		res, err := b.do(context.Background(), cl, cl.B().Echo().Message(want).Build())
+		if err != nil {
+			t.Errorf("call %d: %v", i, err)
+			return
+		}
+		if got, err := res.ToString(); err != nil || got != want {
+			t.Errorf("call %d got %q (%v), want its own reply %q", i, got, err, want)
+		}
+	})
+}
+
+// gatherWhileHeld holds the server on every lane of b for d (through
+// holder), makes n calls at once, waits until all of them wait for a lane,
+// and returns once they and the lanes are done, b idle again.
+func gatherWhileHeld(t *testing.T, b *scriptBatch, holder rueidis.Client, d time.Duration, n int, call func(i int)) {
+	t.Helper()
+	hold := holdServer(t, b, holder, d)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() {
-			want := "call-" + strconv.Itoa(i)
-			res, err := b.do(context.Background(), cl, cl.B().Echo().Message(want).Build())
-			if err != nil {
-				t.Errorf("call %d: %v", i, err)
-				return
-			}
-			if got, err := res.ToString(); err != nil || got != want {
-				t.Errorf("call %d got %q (%v), want its own reply %q", i, got, err, want)
-			}
-		})
+		wg.Go(func() { call(i) })
 	}
-	waitBatch(t, &b, func() bool { return len(b.waiting) == n })
+	waitBatch(t, b, func() bool { return len(b.waiting) == n })
 	hold.Wait()
 	wg.Wait()
+	assertIdle(t, b)
+}
+
+// assertIdle fails t unless no lane of b is out and nothing waits.
+func assertIdle(t *testing.T, b *scriptBatch) {
+	t.Helper()
 	if b.busy != 0 || len(b.waiting) != 0 {
-		t.Fatalf("after every call: %d lanes out, %d waiting; want none", b.busy, len(b.waiting))
+		t.Fatalf("%d lanes out, %d waiting; want none", b.busy, len(b.waiting))
 	}
 }
 
@@ -109,9 +123,7 @@ func TestScriptBatchWaitBoundedByDeadline(t *testing.T) {
 		t.Fatalf("a call with a 50ms deadline returned after %v, behind the lanes", waited)
 	}
 	hold.Wait()
-	if b.busy != 0 || len(b.waiting) != 0 {
-		t.Fatalf("%d lanes out, %d waiting; want none", b.busy, len(b.waiting))
-	}
+	assertIdle(t, &b)
 	if res, err := b.do(context.Background(), cl, cl.B().Echo().Message("next").Build()); err != nil || res.Error() != nil {
 		t.Fatalf("the call after: %v %v", err, res.Error())
 	}
@@ -159,9 +171,7 @@ func TestScriptBatchDeadlinesPass(t *testing.T) {
 	if timedOut.Load() == 0 || answered.Load() == 0 {
 		t.Errorf("%d answered, %d past their deadline: the test wants both", answered.Load(), timedOut.Load())
 	}
-	if b.busy != 0 || len(b.waiting) != 0 {
-		t.Fatalf("%d lanes out, %d waiting; want none", b.busy, len(b.waiting))
-	}
+	assertIdle(t, &b)
 }
 
 // panickyClient is a real client whose Do and DoMulti panic once armed,
@@ -200,23 +210,13 @@ func TestScriptBatchClientPanicIsAnError(t *testing.T) {
 	if _, err := b.do(context.Background(), cl, real.B().Echo().Message("x").Build()); err == nil {
 		t.Fatal("a call alone, the client panicking: no error")
 	}
-	armed.Store(false)
-	hold := holdServer(t, &b, real, 200*time.Millisecond)
-	armed.Store(true)
-	var wg sync.WaitGroup
-	for i := range 20 {
-		wg.Go(func() {
-			if _, err := b.do(context.Background(), cl, real.B().Echo().Message(strconv.Itoa(i)).Build()); err == nil {
-				t.Errorf("call %d of a pipeline, the client panicking: no error", i)
-			}
-		})
-	}
-	waitBatch(t, &b, func() bool { return len(b.waiting) == 20 })
-	hold.Wait()
-	wg.Wait()
-	if b.busy != 0 || len(b.waiting) != 0 {
-		t.Fatalf("%d lanes out, %d waiting; want none", b.busy, len(b.waiting))
-	}
+	// The lanes are held through the real client; the calls that wait are
+	// sent through the panicking one.
+	gatherWhileHeld(t, &b, real, 200*time.Millisecond, 20, func(i int) {
+		if _, err := b.do(context.Background(), cl, real.B().Echo().Message(strconv.Itoa(i)).Build()); err == nil {
+			t.Errorf("call %d of a pipeline, the client panicking: no error", i)
+		}
+	})
 }
 
 // TestRedisScriptFlushed: a server that lost the script (SCRIPT FLUSH, a

@@ -106,15 +106,10 @@ func FreePorts(t testing.TB, host string, n int) []int {
 func freePortsFrom(t testing.TB, host string, n int, next func() int) []int {
 	t.Helper()
 	ports := make([]int, 0, n)
-	for range 200 * n {
-		if len(ports) == n {
-			return ports
+	for try := 0; len(ports) < n && try < 200*n; try++ {
+		if port := next(); port != ClaimPort && !slices.Contains(ports, port) && free(host, port) {
+			ports = append(ports, port)
 		}
-		port := next()
-		if port == ClaimPort || slices.Contains(ports, port) || !free(host, port) {
-			continue
-		}
-		ports = append(ports, port)
 	}
 	if len(ports) == n {
 		return ports
