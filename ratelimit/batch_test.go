@@ -31,16 +31,20 @@ func holdServer(t *testing.T, b *scriptBatch, cl rueidis.Client, d time.Duration
 	var wg sync.WaitGroup
 	for range batchLanes {
 		wg.Go(func() {
-			// A command each: rueidis recycles a command's memory once it is done.
-			busy := cl.B().Eval().Script(`local t = redis.call('TIME') local e = t[1]*1000000 + t[2] + tonumber(ARGV[1])
-while true do t = redis.call('TIME') if t[1]*1000000 + t[2] >= e then return 1 end end`).Numkeys(0).Arg(strconv.FormatInt(d.Microseconds(), 10)).Build()
-			if res, err := b.do(context.Background(), cl, busy); err != nil || res.Error() != nil {
+			if res, err := b.do(context.Background(), cl, busyScript(cl, d)); err != nil || res.Error() != nil {
 				t.Errorf("holding the server: %v %v", err, res.Error())
 			}
 		})
 	}
 	waitBatch(t, b, func() bool { return b.busy == batchLanes })
 	return &wg
+}
+
+// busyScript is a script that keeps Redis busy for d. A command each
+// time: rueidis recycles a command's memory once it is done.
+func busyScript(cl rueidis.Client, d time.Duration) rueidis.Completed {
+	return cl.B().Eval().Script(`local t = redis.call('TIME') local e = t[1]*1000000 + t[2] + tonumber(ARGV[1])
+while true do t = redis.call('TIME') if t[1]*1000000 + t[2] >= e then return 1 end end`).Numkeys(0).Arg(strconv.FormatInt(d.Microseconds(), 10)).Build()
 }
 
 // waitBatch waits (bounded) until cond, read under b.mu, holds.
@@ -96,11 +100,21 @@ func gatherWhileHeld(t *testing.T, b *scriptBatch, holder rueidis.Client, d time
 	assertIdle(t, b)
 }
 
-// assertIdle fails t unless no lane of b is out and nothing waits.
+// assertIdle fails t unless b comes to rest, no lane out and nothing
+// waiting, soon after its calls are done (a pipeline brings its lane back
+// after it has given its calls their replies).
 func assertIdle(t *testing.T, b *scriptBatch) {
 	t.Helper()
-	if b.busy != 0 || len(b.waiting) != 0 {
-		t.Fatalf("%d lanes out, %d waiting; want none", b.busy, len(b.waiting))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		busy, waiting := b.busy, len(b.waiting)
+		b.mu.Unlock()
+		if busy == 0 && waiting == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d lanes out, %d waiting 10s after the calls ended; want none", busy, waiting)
+		}
 	}
 }
 
@@ -129,11 +143,49 @@ func TestScriptBatchWaitBoundedByDeadline(t *testing.T) {
 	}
 }
 
+// TestScriptBatchLateCallOutlivesOlder: a call that joins a pipeline
+// late is bounded by its own deadline, not by an older call's: the older
+// call's deadline passes while their pipeline runs, and the late call
+// still gets its reply (it used to get the older call's timeout, a whole
+// pipeline of decisions lost at once).
+func TestScriptBatchLateCallOutlivesOlder(t *testing.T) {
+	rs := testredis.Start(t)
+	cl := batchClient(t, rs.Addr())
+	var b scriptBatch
+	hold := holdServer(t, &b, cl, 100*time.Millisecond)
+	older := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+		defer cancel()
+		// Its own script outlasts its deadline: the pipeline runs past it.
+		res, err := b.do(ctx, cl, busyScript(cl, 300*time.Millisecond))
+		if err == nil {
+			err = res.Error()
+		}
+		older <- err
+	}()
+	waitBatch(t, &b, func() bool { return len(b.waiting) == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := b.do(ctx, cl, cl.B().Echo().Message("late").Build())
+	if err == nil {
+		err = res.Error()
+	}
+	if got, _ := res.ToString(); err != nil || got != "late" {
+		t.Errorf("the late call, its deadline 5s away: %q, %v; want its reply", got, err)
+	}
+	if err := <-older; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the older call, past its deadline: %v, want context.DeadlineExceeded", err)
+	}
+	hold.Wait()
+	assertIdle(t, &b)
+}
+
 // TestScriptBatchDeadlinesPass: many calls whose deadlines pass while
 // the server is held busy, as a handler's do (their contexts from one
 // sharedDeadline); every call ends, by its own reply or its deadline, and
-// no lane is left taken (a lane given to a call whose deadline had passed
-// goes on to the next).
+// no lane is left taken (a pipeline whose calls have all given up still
+// brings its lane back).
 func TestScriptBatchDeadlinesPass(t *testing.T) {
 	rs := testredis.Start(t)
 	cl := batchClient(t, rs.Addr())

@@ -415,8 +415,7 @@ type redisBackend struct {
 	prefix  string
 	// deadline bounds each decision and give-back (timeout).
 	deadline sharedDeadline
-	// batch sends the decisions' scripts (standalone Redis), per handler:
-	// its calls share deadline, so the oldest has the earliest.
+	// batch sends the decisions' scripts (standalone Redis), per handler.
 	batch scriptBatch
 	// store is what handlers sharing a zone must agree on: the server, db
 	// and key_prefix, which together say where the zone's keys live.
